@@ -1,0 +1,183 @@
+"""Kafka transport (kafka-python): one message = one Arrow IPC stream, keyed by device.
+
+Partitioning by device keeps one device's samples in order, and lets many sink replicas share
+the work as one consumer group. Offsets are committed by the sink only after its insert landed.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+from kafka.errors import KafkaError, TopicAlreadyExistsError
+from kafka.structs import OffsetAndMetadata
+
+from rocescope import schema
+from rocescope.config import KafkaConfig
+from rocescope.errors import TransportError
+from rocescope.pipeline.batch import Batch, encode, headers
+from rocescope.pipeline.transport import Message, TopicPartition as TP, dead_letter_headers
+
+log = logging.getLogger(__name__)
+
+
+def client_options(cfg: KafkaConfig) -> dict[str, Any]:
+    """Connection and security options shared by producer, consumer and admin client."""
+    opts: dict[str, Any] = {
+        "bootstrap_servers": cfg.bootstrap_servers,
+        "security_protocol": cfg.security_protocol,
+    }
+    if cfg.sasl_mechanism:
+        opts["sasl_mechanism"] = cfg.sasl_mechanism
+        opts["sasl_plain_username"] = cfg.sasl_username
+        opts["sasl_plain_password"] = cfg.sasl_password.get_secret_value() if cfg.sasl_password else None
+    for key in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+        value = getattr(cfg, key)
+        if value is not None:
+            opts[key] = str(value)
+    return opts
+
+
+class KafkaTransport:
+    def __init__(self, cfg: KafkaConfig):
+        self.cfg = cfg
+
+    def ensure_topics(self, streams: Sequence[str]) -> None:
+        """Create the stream topics and the dead-letter topic where missing."""
+        wanted = [schema.topic(s, self.cfg.topic_prefix) for s in streams] + [self.cfg.dead_letter_topic]
+        try:
+            admin = KafkaAdminClient(**client_options(self.cfg))
+        except KafkaError as exc:
+            raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+        try:
+            existing = set(admin.list_topics())
+            missing = [t for t in wanted if t not in existing]
+            if missing:
+                spec = {t: {"num_partitions": self.cfg.partitions,
+                            "replication_factor": self.cfg.replication_factor} for t in missing}
+                try:
+                    admin.create_topics(spec, wait_for_metadata=True)
+                    log.info("created topics %s", ", ".join(missing))
+                except TopicAlreadyExistsError:
+                    pass
+        finally:
+            admin.close()
+
+    def producer(self) -> KafkaBatchProducer:
+        return KafkaBatchProducer(self.cfg)
+
+    def consumer(self, group_id: str, streams: Sequence[str]) -> KafkaBatchConsumer:
+        return KafkaBatchConsumer(self.cfg, group_id, [schema.topic(s, self.cfg.topic_prefix) for s in streams])
+
+
+class KafkaBatchProducer:
+    """Publishes Batches; failures after kafka-python's own retries are counted, logged once each."""
+
+    def __init__(self, cfg: KafkaConfig, on_error: Callable[[Exception], None] | None = None):
+        self.cfg = cfg
+        self.failed = 0
+        self.sent = 0
+        self._on_error = on_error
+        try:
+            self._producer = KafkaProducer(
+                **client_options(cfg),
+                acks="all",
+                compression_type=None if cfg.compression == "none" else cfg.compression,
+                linger_ms=cfg.linger_ms,
+                batch_size=cfg.batch_size,
+                max_request_size=cfg.max_request_size,
+            )
+        except KafkaError as exc:
+            raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
+
+    def publish(self, batch: Batch) -> None:
+        self.publish_raw(schema.topic(batch.stream, self.cfg.topic_prefix), batch.key.encode(), encode(batch),
+                         headers())
+
+    def publish_raw(self, topic: str, key: bytes | None, value: bytes,
+                    hdrs: Sequence[tuple[str, bytes]] = ()) -> None:
+        try:
+            future = self._producer.send(topic, value=value, key=key, headers=list(hdrs))
+        except KafkaError as exc:
+            self._failed(exc)
+            raise TransportError(f"publish to {topic} failed: {exc}") from exc
+        future.add_errback(self._failed)
+        self.sent += 1
+
+    def _failed(self, exc: Exception) -> None:
+        self.failed += 1
+        log.error("kafka delivery failed: %s", exc)
+        if self._on_error:
+            self._on_error(exc)
+
+    def flush(self, timeout: float | None = None) -> None:
+        self._producer.flush(timeout=timeout)
+
+    def close(self) -> None:
+        self._producer.close()
+
+
+class KafkaBatchConsumer:
+    """Manual-commit consumer of the stream topics for one consumer group."""
+
+    def __init__(self, cfg: KafkaConfig, group_id: str, topics: Sequence[str]):
+        self.cfg = cfg
+        self.group_id = group_id
+        self.topics = list(topics)
+        try:
+            self._consumer = KafkaConsumer(
+                *self.topics,
+                **client_options(cfg),
+                group_id=group_id,
+                enable_auto_commit=False,
+                auto_offset_reset="earliest",
+                session_timeout_ms=cfg.session_timeout_ms,
+                heartbeat_interval_ms=max(1000, cfg.session_timeout_ms // 4),
+                max_partition_fetch_bytes=cfg.max_request_size,
+                fetch_max_bytes=4 * cfg.max_request_size,
+            )
+        except KafkaError as exc:
+            raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
+        self._dlq: KafkaBatchProducer | None = None
+
+    def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        records = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
+        out = []
+        for tp, recs in records.items():
+            for r in recs:
+                hdrs = tuple((k, v) for k, v in (r.headers or []))
+                out.append(Message(tp.topic, tp.partition, r.offset, r.key, r.value, hdrs))
+        return out
+
+    def commit(self, offsets: Mapping[TP, int]) -> None:
+        self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+
+    def lag(self) -> int:
+        total = 0
+        for tp in self._consumer.assignment():
+            high = self._consumer.highwater(tp)
+            if high is not None:
+                total += max(0, high - self._consumer.position(tp))
+        return total
+
+    def rewind(self) -> None:
+        for tp in self._consumer.assignment():
+            committed = self._consumer.committed(tp)
+            if committed is None:
+                self._consumer.seek_to_beginning(tp)
+            else:
+                self._consumer.seek(tp, committed)
+
+    def dead_letter(self, message: Message, reason: str) -> None:
+        if self._dlq is None:
+            self._dlq = KafkaBatchProducer(self.cfg)
+        self._dlq.publish_raw(self.cfg.dead_letter_topic, message.key, message.value,
+                              dead_letter_headers(message, reason))
+        self._dlq.flush(timeout=30)
+
+    def close(self) -> None:
+        if self._dlq is not None:
+            self._dlq.close()
+        self._consumer.close(autocommit=False)

@@ -1,0 +1,40 @@
+"""Self-metrics of the pipeline, for Prometheus (and for the log line the sink prints)."""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+
+
+class SinkMetrics:
+    """One registry per sink, so several sinks (tests, benchmarks) never share counters."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        self.registry = registry or CollectorRegistry()
+        r = self.registry
+        self.consumed = Counter("rocescope_sink_messages_consumed", "Messages read from the transport.",
+                                ["stream"], registry=r)
+        self.inserted_rows = Counter("rocescope_sink_rows_inserted", "Rows inserted into the store.",
+                                     ["table"], registry=r)
+        self.dead_lettered = Counter("rocescope_sink_dead_lettered", "Messages sent to the dead-letter topic.",
+                                     ["reason"], registry=r)
+        self.insert_errors = Counter("rocescope_sink_insert_errors", "Failed insert attempts (retried).",
+                                     registry=r)
+        self.commit_errors = Counter("rocescope_sink_commit_errors", "Failed offset commits.", registry=r)
+        self.insert_seconds = Histogram("rocescope_sink_insert_seconds", "Latency of one flush's inserts.",
+                                        registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
+        self.lag = Gauge("rocescope_sink_lag_messages", "Messages behind the end of the assigned partitions.",
+                         registry=r)
+        self.buffered_rows = Gauge("rocescope_sink_buffered_rows", "Rows waiting for the next insert.", registry=r)
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose /metrics; binds to loopback unless configured otherwise."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of a sample, for logs and tests."""
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total

@@ -1,0 +1,199 @@
+"""Versioned, idempotent migrations: the same DDL on a ClickHouse server and on embedded chdb.
+
+Every statement is derived from `rocescope.schema` and safe to run again (IF NOT EXISTS,
+CREATE OR REPLACE VIEW). Applied versions are recorded in `schema_migrations`; on every run the
+live tables are also reconciled with the schema (a column added to `schema.py` is added to the
+table) and the metric catalog table is refreshed from `rocescope.catalog` when it changed.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import pyarrow as pa
+
+from rocescope import schema
+from rocescope.catalog import METRICS
+from rocescope.pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+#: Values a 32-bit counter can hold; a drop from near this to near zero is a wrap, not a reset.
+_WRAP32 = 2**32
+_WRAP64 = 2**64
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: Callable[[str, int, int], list[str]]  # (database, ttl_days, rollup_ttl_days) -> SQL
+
+
+def _stream_tables(db: str, ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl(t, ttl, db) for t in ("counters", "packets", "links", "endpoints", "qp_owners", "findings")]
+
+
+def _catalog_table(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("metric_catalog", 0, db)]
+
+
+def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("sink_intents", 0, db)]
+
+
+def port_rates_sql(db: str) -> str:
+    """Per-second rates of counter metrics between consecutive samples of one series.
+
+    A drop is a 32-bit wrap when the previous value was in the top quarter of 2^32 and the new one
+    in the bottom quarter, a 64-bit wrap above 2^63; any other drop is a reset (device reboot,
+    counter clear) and the rate is the new value over the interval, never negative. Duplicate
+    samples (same timestamp) and the first sample of a series give no rate.
+    """
+    w32, w64 = _WRAP32, _WRAP64
+    return f"""CREATE OR REPLACE VIEW `{db}`.`port_rates` AS
+SELECT ts, device, role, port, priority, metric, source, value, dt_s,
+    multiIf(
+        delta >= 0, delta,
+        prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4}, value + {w32} - prev_value,
+        prev_value >= {w64 // 2}, value + {w64} - prev_value,
+        value
+    ) / dt_s AS rate,
+    delta < 0 AS reset_or_wrap
+FROM
+(
+    SELECT ts, device, role, port, priority, metric, source, value,
+        lagInFrame(value) OVER w AS prev_value,
+        value - prev_value AS delta,
+        dateDiff('nanosecond', lagInFrame(ts) OVER w, ts) / 1e9 AS dt_s,
+        row_number() OVER w AS n
+    FROM `{db}`.`counters`
+    WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
+    WINDOW w AS (PARTITION BY device, port, priority, metric ORDER BY ts ASC
+                 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+)
+WHERE n > 1 AND dt_s > 0"""
+
+
+def _views(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [port_rates_sql(db)]
+
+
+def _rollups(db: str, _ttl: int, rollup_ttl: int) -> list[str]:
+    return [
+        schema.ddl("counters_1m", rollup_ttl, db),
+        f"""CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`counters_1m_mv` TO `{db}`.`counters_1m` AS
+SELECT toStartOfMinute(ts) AS minute, device, role, port, priority, metric,
+    count() AS samples, min(value) AS min_value, max(value) AS max_value, sum(value) AS sum_value,
+    argMinState(value, ts) AS first, argMaxState(value, ts) AS last
+FROM `{db}`.`counters`
+GROUP BY minute, device, role, port, priority, metric""",
+        f"""CREATE OR REPLACE VIEW `{db}`.`port_rates_1m` AS
+SELECT minute, device, role, port, priority, metric, last_value,
+    multiIf(delta >= 0, delta, last_value) / 60 AS rate
+FROM
+(
+    SELECT minute, device, role, port, priority, metric, argMaxMerge(last) AS last_value,
+        lagInFrame(last_value) OVER w AS prev_value, last_value - prev_value AS delta,
+        row_number() OVER w AS n
+    FROM `{db}`.`counters_1m`
+    WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
+    GROUP BY minute, device, role, port, priority, metric
+    WINDOW w AS (PARTITION BY device, port, priority, metric ORDER BY minute ASC
+                 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+)
+WHERE n > 1""",
+    ]
+
+
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "stream tables", _stream_tables),
+    Migration(2, "metric catalog table", _catalog_table),
+    Migration(3, "port_rates view", _views),
+    Migration(4, "1-minute rollups", _rollups),
+    Migration(5, "sink intents", _sink_state),
+)
+
+
+def applied_versions(store: Store) -> set[int]:
+    db = store.database
+    store.command(schema.ddl("schema_migrations", 0, db))
+    rows = store.query_arrow(f"SELECT version FROM `{db}`.`schema_migrations` FINAL")
+    return {int(v) for v in rows.column("version").to_pylist()}
+
+
+def migrate(store: Store, ttl_days: int = 30, rollup_ttl_days: int = 400) -> list[str]:
+    """Bring the store up to date; returns what was done (empty when it already was)."""
+    db = store.database
+    done = applied_versions(store)
+    actions = []
+    for mig in MIGRATIONS:
+        if mig.version in done:
+            continue
+        for sql in mig.statements(db, ttl_days, rollup_ttl_days):
+            store.command(sql)
+        now = dt.datetime.now(dt.UTC)
+        store.insert(
+            "schema_migrations",
+            pa.table({"version": pa.array([mig.version], pa.uint32()), "name": [mig.name],
+                      "applied_at": pa.array([now], pa.timestamp("ns", tz="UTC"))}),
+        )
+        actions.append(f"applied migration {mig.version}: {mig.name}")
+    actions += reconcile_columns(store)
+    if refresh_catalog(store):
+        actions.append("refreshed metric_catalog")
+    for action in actions:
+        log.info("%s", action)
+    return actions
+
+
+def reconcile_columns(store: Store) -> list[str]:
+    """Add columns that `schema.py` declares and the live tables lack."""
+    db = store.database
+    live = store.query_arrow(
+        "SELECT table, name FROM system.columns WHERE database = {db:String}", {"db": db}
+    ).to_pylist()
+    have = {(r["table"], r["name"]) for r in live}
+    tables = {r["table"] for r in live}
+    actions = []
+    for table in schema.TABLES.values():
+        if table.name not in tables:
+            continue
+        for col in table.columns:
+            if (table.name, col.name) not in have:
+                store.command(f"ALTER TABLE `{db}`.`{table.name}` ADD COLUMN IF NOT EXISTS {schema.column_ddl(col)}")
+                actions.append(f"added column {table.name}.{col.name}")
+    return actions
+
+
+def catalog_arrow() -> pa.Table:
+    rows = {
+        "metric": [m.name for m in METRICS],
+        "unit": [m.unit for m in METRICS],
+        "kind": [m.kind for m in METRICS],
+        "per_priority": [int(m.per_priority) for m in METRICS],
+        "description": [m.description for m in METRICS],
+        "vendor_names": [sorted(f"{v}:{n}" for v, names in m.vendor_names.items() for n in names) for m in METRICS],
+    }
+    return pa.table(rows).cast(_plain(schema.arrow_schema("metric_catalog")))
+
+
+def _plain(target: pa.Schema) -> pa.Schema:
+    """The schema with dictionary columns as plain strings (how queries return them)."""
+    return pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type,
+                               nullable=f.nullable) for f in target])
+
+
+def refresh_catalog(store: Store) -> bool:
+    """Rewrite `metric_catalog` when it differs from `rocescope.catalog`."""
+    db = store.database
+    want = catalog_arrow().sort_by("metric")
+    have = store.query_arrow(f"SELECT * FROM `{db}`.`metric_catalog` ORDER BY metric")
+    if have.num_rows == want.num_rows and have.cast(want.schema).equals(want):
+        return False
+    store.command(f"TRUNCATE TABLE `{db}`.`metric_catalog`")
+    store.insert("metric_catalog", want)
+    return True

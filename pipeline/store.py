@@ -1,0 +1,217 @@
+"""The store seam: a ClickHouse server (clickhouse-connect) or embedded chdb at a directory.
+
+Both backends take the same DDL and the same parameterized SQL (`{name:Type}` placeholders bound by
+the engine, never pasted into the text), and both insert Arrow through their fastest bulk path:
+chdb reads the Arrow table in place (`Python()` table function); the server gets Arrow over HTTP.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import logging
+import os
+import re
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+from urllib.parse import urlparse
+
+import polars as pl
+import pyarrow as pa
+
+from rocescope import schema
+from rocescope.config import StoreConfig
+from rocescope.errors import StoreError
+
+log = logging.getLogger(__name__)
+
+_TOKEN = re.compile(r"^[A-Za-z0-9_.:/\-]{1,512}$")
+
+
+class Store(Protocol):
+    database: str
+
+    def insert(self, table: str, data: pa.Table, dedup_token: str | None = None) -> int: ...
+    def query_arrow(self, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table: ...
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
+    def close(self) -> None: ...
+
+
+def query_polars(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
+    """The polars view of a query, for detectors and notebooks."""
+    frame = pl.from_arrow(store.query_arrow(sql, params))
+    assert isinstance(frame, pl.DataFrame)
+    return frame
+
+
+def check_token(token: str) -> str:
+    """Deduplication tokens are made by the sink from topic/partition/offsets; refuse anything else."""
+    if not _TOKEN.match(token):
+        raise StoreError(f"invalid insert deduplication token {token!r}")
+    return token
+
+
+class ChdbStore:
+    """Embedded ClickHouse in this process. One process owns a directory at a time (file lock)."""
+
+    def __init__(self, path: Path | str, database: str = "rocescope"):
+        from chdb import session as chdb_session
+
+        self.path = Path(path).resolve()
+        self.database = database
+        self.path.mkdir(parents=True, exist_ok=True)
+        self._lock_file = open(self.path / ".rocescope.lock", "a+")  # noqa: SIM115 - held for the store's life
+        try:
+            fcntl.flock(self._lock_file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._lock_file.close()
+            raise StoreError(
+                f"store directory {self.path} is in use by another rocescope process; "
+                "stop it, or point this one at a ClickHouse server (store.backend: clickhouse)"
+            ) from None
+        self._lock_file.truncate(0)
+        self._lock_file.write(str(os.getpid()))
+        self._lock_file.flush()
+        self._mutex = threading.Lock()
+        self._session = chdb_session.Session(str(self.path))
+        self.command(f"CREATE DATABASE IF NOT EXISTS `{database}`")
+        self.command(f"USE `{database}`")
+
+    def _run(self, sql: str, fmt: str, params: Mapping[str, Any] | None) -> Any:
+        with self._mutex:
+            try:
+                return self._session.query(sql, fmt, params=dict(params) if params else None)
+            except Exception as exc:  # chdb raises bare RuntimeError for every SQL error
+                raise StoreError(f"chdb: {_first_line(str(exc))}") from exc
+
+    def insert(self, table: str, data: pa.Table, dedup_token: str | None = None) -> int:
+        if data.num_rows == 0:
+            return 0
+        cols = ", ".join(f"`{c}`" for c in data.column_names)
+        settings = ""
+        if dedup_token:
+            settings = (f" SETTINGS insert_deduplication_token = '{check_token(dedup_token)}', "
+                        "deduplicate_blocks_in_dependent_materialized_views = 1")
+        arrow_data = data  # read in place by name by chdb's Python() table function
+        sql = f"INSERT INTO `{self.database}`.`{table}` ({cols}){settings} SELECT {cols} FROM Python(arrow_data)"
+        with self._mutex:
+            try:
+                self._session.query(sql)
+            except Exception as exc:
+                raise StoreError(f"chdb insert into {table}: {_first_line(str(exc))}") from exc
+        del arrow_data
+        return int(data.num_rows)
+
+    def query_arrow(self, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        result = self._run(sql, "ArrowTable", params)
+        assert isinstance(result, pa.Table)
+        return result
+
+    def query_bytes(self, sql: str, fmt: str, params: Mapping[str, Any] | None = None) -> bytes:
+        """Raw output in any ClickHouse format (CSV, JSONEachRow, Parquet, Pretty...)."""
+        return bytes(self._run(sql, fmt, params).bytes())
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        self._run(sql, "CSV", params)
+
+    @property
+    def session(self) -> Any:
+        """The chdb session, for serving it over HTTP (tests, notebooks)."""
+        return self._session
+
+    def close(self) -> None:
+        with self._mutex:
+            self._session.close()
+        self._lock_file.close()
+
+
+class ClickHouseStore:
+    """A ClickHouse server or cluster over HTTP(S) through clickhouse-connect."""
+
+    def __init__(self, cfg: StoreConfig):
+        import clickhouse_connect
+        from clickhouse_connect.driver.exceptions import ClickHouseError
+
+        self._errors: tuple[type[BaseException], ...] = (ClickHouseError, OSError)
+        url = urlparse(cfg.url)
+        self.database = cfg.database
+        try:
+            self._client = clickhouse_connect.get_client(
+                interface=url.scheme or "http",
+                host=url.hostname or "127.0.0.1",
+                port=url.port or (8443 if url.scheme == "https" else 8123),
+                username=cfg.user,
+                password=cfg.password.get_secret_value(),
+                verify=cfg.verify_tls,
+                ca_cert=str(cfg.ca_cert) if cfg.ca_cert else None,
+                autogenerate_session_id=False,
+            )
+        except self._errors as exc:
+            raise StoreError(f"cannot reach ClickHouse at {cfg.url}: {_first_line(str(exc))}") from exc
+        self.command(f"CREATE DATABASE IF NOT EXISTS `{cfg.database}`")
+        self._client.database = cfg.database
+
+    def insert(self, table: str, data: pa.Table, dedup_token: str | None = None) -> int:
+        if data.num_rows == 0:
+            return 0
+        settings: dict[str, Any] = {}
+        if dedup_token:
+            settings = {"insert_deduplication_token": check_token(dedup_token),
+                        "deduplicate_blocks_in_dependent_materialized_views": 1}
+        try:
+            self._client.insert_arrow(table, data, database=self.database, settings=settings)
+        except self._errors as exc:
+            raise StoreError(f"clickhouse insert into {table}: {_first_line(str(exc))}") from exc
+        return int(data.num_rows)
+
+    def query_arrow(self, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
+        try:
+            result = self._client.query_arrow(sql, parameters=dict(params or {}))
+        except self._errors as exc:
+            raise StoreError(f"clickhouse: {_first_line(str(exc))}") from exc
+        assert isinstance(result, pa.Table)
+        return result
+
+    def query_bytes(self, sql: str, fmt: str, params: Mapping[str, Any] | None = None) -> bytes:
+        try:
+            raw = self._client.raw_query(sql, parameters=dict(params or {}), fmt=fmt)
+        except self._errors as exc:
+            raise StoreError(f"clickhouse: {_first_line(str(exc))}") from exc
+        return bytes(raw)
+
+    def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None:
+        try:
+            self._client.command(sql, parameters=dict(params or {}))
+        except self._errors as exc:
+            raise StoreError(f"clickhouse: {_first_line(str(exc))}") from exc
+
+    def close(self) -> None:
+        self._client.close()
+
+
+def open_store(cfg: StoreConfig) -> ChdbStore | ClickHouseStore:
+    """The store the configuration names."""
+    if cfg.backend == "chdb":
+        return ChdbStore(cfg.path, cfg.database)
+    return ClickHouseStore(cfg)
+
+
+def _first_line(text: str) -> str:
+    return text.strip().splitlines()[0] if text.strip() else text
+
+
+def table_schema_check(store: Store, table: str) -> list[str]:
+    """Differences between the live table and `schema` (empty when they agree)."""
+    live = store.query_arrow(
+        f"SELECT * FROM `{store.database}`.`{table}` LIMIT 0 "
+        "SETTINGS output_format_arrow_low_cardinality_as_dictionary = 1"
+    ).schema
+    want = schema.arrow_schema(table)
+    problems = []
+    for field in want:
+        if field.name not in live.names:
+            problems.append(f"{table}.{field.name}: missing")
+        elif live.field(field.name).type != field.type:
+            problems.append(f"{table}.{field.name}: {live.field(field.name).type} != {field.type}")
+    return problems

@@ -1,0 +1,3 @@
+"""rocescope: observability for RoCEv2 training fabrics."""
+
+__version__ = "0.1.0"

@@ -1,0 +1,148 @@
+"""One typed configuration: YAML file, then `ROCESCOPE_...` environment overrides, validated at load.
+
+Environment variables override any key with `__` between levels, e.g.
+`ROCESCOPE_STORE__PASSWORD`, `ROCESCOPE_KAFKA__SASL_PASSWORD`. Secrets are `SecretStr` so they never
+print: `rocescope config --dump` shows them as `**********`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from rocescope.errors import ConfigError
+
+ENV_PREFIX = "ROCESCOPE_"
+DEFAULT_CONFIG_ENV = "ROCESCOPE_CONFIG"
+
+
+class _Section(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class StoreConfig(_Section):
+    """Where the data lands: embedded chdb at a directory (default) or a ClickHouse server."""
+
+    backend: Literal["chdb", "clickhouse"] = "chdb"
+    path: Path = Path("./rocescope-data")
+    url: str = "http://127.0.0.1:8123"
+    user: str = "default"
+    password: SecretStr = SecretStr("")
+    database: str = "rocescope"
+    verify_tls: bool = True
+    ca_cert: Path | None = None
+    ttl_days: int = Field(30, ge=0, description="Raw data retention; 0 keeps data forever.")
+    rollup_ttl_days: int = Field(400, ge=0)
+
+    @field_validator("database")
+    @classmethod
+    def _identifier(cls, value: str) -> str:
+        if not value.replace("_", "").isalnum():
+            raise ValueError("must be letters, digits and underscores")
+        return value
+
+
+class KafkaConfig(_Section):
+    """Kafka transport; used when `transport.kind` is `kafka`."""
+
+    bootstrap_servers: list[str] = ["127.0.0.1:9092"]
+    topic_prefix: str = "rocescope"
+    partitions: int = Field(6, ge=1)
+    replication_factor: int = Field(1, ge=1)
+    compression: Literal["zstd", "lz4", "gzip", "none"] = "zstd"
+    linger_ms: int = Field(20, ge=0)
+    batch_size: int = Field(1_048_576, ge=1024)
+    max_request_size: int = Field(16_777_216, ge=1024)
+    security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
+    sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
+    sasl_username: str | None = None
+    sasl_password: SecretStr | None = None
+    ssl_cafile: Path | None = None
+    ssl_certfile: Path | None = None
+    ssl_keyfile: Path | None = None
+    session_timeout_ms: int = Field(10_000, ge=1000)
+    dead_letter_topic: str = "rocescope.deadletter.v1"
+
+
+class TransportConfig(_Section):
+    kind: Literal["inprocess", "kafka"] = "inprocess"
+
+
+class SinkConfig(_Section):
+    """How the sink buffers before it inserts, and where it shows its own metrics."""
+
+    group_id: str = "rocescope-sink"
+    max_rows: int = Field(500_000, ge=1)
+    max_seconds: float = Field(2.0, gt=0)
+    poll_timeout_ms: int = Field(200, ge=1)
+    retry_backoff_s: float = Field(0.5, gt=0)
+    retry_backoff_max_s: float = Field(30.0, gt=0)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the Prometheus endpoint.")
+
+
+class Settings(BaseSettings):
+    """The whole configuration of one rocescope process."""
+
+    model_config = SettingsConfigDict(env_prefix=ENV_PREFIX, env_nested_delimiter="__", extra="forbid")
+
+    store: StoreConfig = StoreConfig()
+    transport: TransportConfig = TransportConfig()
+    kafka: KafkaConfig = KafkaConfig()
+    sink: SinkConfig = SinkConfig()
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        # Environment beats the file: secrets live in the environment, not in YAML.
+        return (env_settings, init_settings)
+
+
+def load(path: Path | str | None = None) -> Settings:
+    """Load and validate the configuration; a bad one raises ConfigError naming key and reason."""
+    if path is None and os.environ.get(DEFAULT_CONFIG_ENV):
+        path = os.environ[DEFAULT_CONFIG_ENV]
+    data: dict[str, Any] = {}
+    where = "environment"
+    if path is not None:
+        where = str(path)
+        try:
+            raw = yaml.safe_load(Path(path).read_text())
+        except FileNotFoundError as exc:
+            raise ConfigError(f"config file {path} does not exist") from exc
+        except yaml.YAMLError as exc:
+            raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        if raw is not None and not isinstance(raw, dict):
+            raise ConfigError(f"config file {path}: the top level must be a mapping, not {type(raw).__name__}")
+        data = raw or {}
+    try:
+        return Settings(**data)
+    except ValidationError as exc:
+        raise ConfigError(f"invalid config ({where}): {_describe(exc)}") from None
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per problem: `store.backend: Input should be 'chdb' or 'clickhouse'`."""
+    problems = []
+    for err in exc.errors():
+        key = ".".join(str(p) for p in err["loc"]) or "(top level)"
+        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"{key}: {reason}")
+    return "; ".join(problems)
+
+
+def dump(settings: Settings) -> str:
+    """The effective configuration as YAML, secrets redacted."""
+    return yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False)

@@ -1,0 +1,350 @@
+"""THE list of tables and columns. DDL, Arrow schemas, polars schemas and topic names derive from here.
+
+Change a column here and everything else follows: the ClickHouse DDL (`ddl`), the Arrow schema a
+Batch must match (`arrow_schema`), the migrations (missing columns are added), the Kafka topic
+(`topic`). The metric catalog lives in `rocescope.catalog` and is re-exported here.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from rocescope.catalog import METRICS, METRICS_BY_NAME, Metric, counter_metrics, resolve
+
+__all__ = [
+    "METRICS",
+    "METRICS_BY_NAME",
+    "SCHEMA_VERSION",
+    "STREAMS",
+    "TABLES",
+    "Column",
+    "Metric",
+    "Table",
+    "arrow_schema",
+    "counter_metrics",
+    "ddl",
+    "resolve",
+    "topic",
+]
+
+#: Bumped when a column changes incompatibly; carried in topic names and message headers.
+SCHEMA_VERSION = 1
+
+_TS = pa.timestamp("ns", tz="UTC")
+_LC = pa.dictionary(pa.int32(), pa.string())
+_STR_LIST = pa.list_(pa.field("item", pa.string(), nullable=False))
+
+
+@dataclass(frozen=True)
+class Column:
+    """One column: its ClickHouse type and codec, its Arrow type and what it means."""
+
+    name: str
+    ch_type: str
+    arrow_type: pa.DataType
+    description: str
+    codec: str = ""
+    default: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    """A MergeTree table. `stream` tables travel through the transport as Batches."""
+
+    name: str
+    description: str
+    columns: tuple[Column, ...]
+    order_by: tuple[str, ...]
+    partition_by: str = ""
+    ttl_column: str = ""
+    engine: str = "MergeTree"
+    stream: bool = True
+    settings: Mapping[str, str | int] = field(default_factory=dict)
+
+    @property
+    def column_names(self) -> list[str]:
+        return [c.name for c in self.columns]
+
+    def column(self, name: str) -> Column:
+        for col in self.columns:
+            if col.name == name:
+                return col
+        raise KeyError(name)
+
+
+def _ts(name: str, description: str) -> Column:
+    return Column(name, "DateTime64(9, 'UTC')", _TS, description, "CODEC(DoubleDelta, ZSTD(1))")
+
+
+def _lc(name: str, description: str) -> Column:
+    return Column(name, "LowCardinality(String)", _LC, description)
+
+
+def _str(name: str, description: str, codec: str = "CODEC(ZSTD(1))") -> Column:
+    return Column(name, "String", pa.string(), description, codec)
+
+
+# Retried inserts carrying the same insert_deduplication_token land once (see pipeline.sink).
+_DEDUP = {"non_replicated_deduplication_window": 10000}
+
+COUNTERS = Table(
+    "counters",
+    "One row per sampled value (Prometheus-style): switch, NIC and host counters and gauges.",
+    (
+        _ts("ts", "When the device sampled the value (device time where it gives one)."),
+        _lc("device", "Switch or host name."),
+        _lc("role", "switch | nic | host."),
+        _lc("port", "Interface name, or rdma_dev/port for RDMA counters."),
+        Column("priority", "Int8", pa.int8(), "802.1p priority / traffic class; -1 when none."),
+        _lc("metric", "Canonical metric name from the catalog (rocescope.catalog)."),
+        Column("value", "Float64", pa.float64(), "The value; counters are cumulative.", "CODEC(Gorilla, ZSTD(1))"),
+        _lc("source", "gnmi | snmp | ethtool | rdma | ebpf | import | sim."),
+        _lc("raw_name", "The vendor's own counter name or path."),
+    ),
+    order_by=("device", "port", "metric", "priority", "ts"),
+    partition_by="toDate(ts)",
+    ttl_column="ts",
+    settings=_DEDUP,
+)
+
+PACKETS = Table(
+    "packets",
+    "Sampled RoCEv2 packets (data, ACK, CNP), one row each.",
+    (
+        _ts("ts", "Capture time."),
+        _lc("capture_point", "Where the packet was sampled (host/netdev or switch mirror)."),
+        _lc("src_ip", "Source IP address."),
+        _lc("dst_ip", "Destination IP address."),
+        Column("udp_sport", "UInt16", pa.uint16(), "UDP source port: the ECMP entropy of the flow."),
+        Column("dscp", "UInt8", pa.uint8(), "DSCP."),
+        Column("ecn", "UInt8", pa.uint8(), "ECN bits: 0 not-ECT, 1 ECT(1), 2 ECT(0), 3 CE."),
+        Column("opcode", "UInt8", pa.uint8(), "BTH opcode (0x81 = CNP)."),
+        Column("dest_qp", "UInt32", pa.uint32(), "BTH destination QP."),
+        Column("psn", "UInt32", pa.uint32(), "BTH packet sequence number.", "CODEC(Delta, ZSTD(1))"),
+        Column("pkey", "UInt16", pa.uint16(), "BTH partition key."),
+        Column("becn", "UInt8", pa.uint8(), "BECN bit (set in CNPs)."),
+        Column("length", "UInt32", pa.uint32(), "Frame length in bytes."),
+        Column("sampling_rate", "UInt32", pa.uint32(), "1 in N packets was sampled."),
+    ),
+    order_by=("capture_point", "dst_ip", "ts"),
+    partition_by="toDate(ts)",
+    ttl_column="ts",
+    settings=_DEDUP,
+)
+
+LINKS = Table(
+    "links",
+    "Adjacency from LLDP (or configuration): which port faces which.",
+    (
+        _lc("device", "Local device."),
+        _lc("port", "Local port."),
+        _lc("peer_device", "Neighbor device (LLDP system name)."),
+        _lc("peer_port", "Neighbor port (LLDP port id)."),
+        _lc("source", "lldp | config | sim."),
+        _ts("seen_at", "When the adjacency was observed."),
+    ),
+    order_by=("device", "port", "seen_at"),
+    engine="ReplacingMergeTree(seen_at)",
+    settings=_DEDUP,
+)
+
+ENDPOINTS = Table(
+    "endpoints",
+    "Job attribution: which job's rank runs on which host, NIC, RDMA device and address.",
+    (
+        _lc("job_id", "Training job id (e.g. namespace/name)."),
+        _lc("job_name", "Job name (PyTorchJob name)."),
+        _lc("namespace", "Kubernetes namespace."),
+        _str("pod", "Pod name."),
+        Column("rank", "Int32", pa.int32(), "Rank in the job; -1 when unknown."),
+        _lc("host", "Host name."),
+        _lc("netdev", "Network device (eth3)."),
+        _lc("rdma_dev", "RDMA device (mlx5_3)."),
+        _lc("ip", "Address of the netdev."),
+        _str("gid", "RoCE GID."),
+        _ts("valid_from", "Start of this placement."),
+        _ts("valid_to", "End of this placement (far future while running)."),
+    ),
+    order_by=("job_id", "host", "rdma_dev", "valid_from"),
+    settings=_DEDUP,
+)
+
+QP_OWNERS = Table(
+    "qp_owners",
+    "Which process, pod and job owns a queue pair (eBPF or `rdma resource show qp`).",
+    (
+        _lc("host", "Host name."),
+        _lc("rdma_dev", "RDMA device."),
+        Column("qpn", "UInt32", pa.uint32(), "Local QP number."),
+        Column("dest_qpn", "UInt32", pa.uint32(), "Remote QP number."),
+        _lc("dest_ip", "Remote address."),
+        Column("pid", "UInt32", pa.uint32(), "Owning process."),
+        _lc("comm", "Process name."),
+        _str("cgroup", "cgroup path or pod."),
+        _lc("job_id", "Training job id; empty if unknown."),
+        _ts("seen_at", "When the ownership was observed."),
+    ),
+    order_by=("host", "rdma_dev", "qpn", "seen_at"),
+    settings=_DEDUP,
+)
+
+FINDINGS = Table(
+    "findings",
+    "What the detectors found: one row per finding, attributed to jobs.",
+    (
+        _str("run_id", "Analysis run that produced the finding."),
+        _lc("detector", "Detector name."),
+        _lc("detector_version", "Detector version."),
+        _lc("kind", "microburst | polarization | incast | pfc_storm | pfc_deadlock | cnp_loss | ..."),
+        _lc("severity", "info | warning | critical."),
+        _ts("start", "Start of the problem."),
+        _ts("end", "End of the problem (or the end of the analysed window)."),
+        Column("job_ids", "Array(String)", _STR_LIST, "Jobs affected."),
+        Column("devices", "Array(String)", _STR_LIST, "Devices concerned."),
+        Column("ports", "Array(String)", _STR_LIST, "Ports concerned (device:port)."),
+        Column("priority", "Int8", pa.int8(), "Priority concerned; -1 when none."),
+        Column("score", "Float64", pa.float64(), "Detector-specific strength; higher is worse."),
+        _str("summary", "One line for humans."),
+        _str("evidence", "JSON with the numbers that support the finding."),
+    ),
+    order_by=("kind", "start"),
+    partition_by="toYYYYMM(start)",
+    ttl_column="start",
+    settings=_DEDUP,
+)
+
+# --- tables the store keeps for itself (not streams): the catalog, rollups, migration history
+
+METRIC_CATALOG = Table(
+    "metric_catalog",
+    "The canonical metrics (rocescope.catalog), so SQL users can look names and units up.",
+    (
+        _lc("metric", "Canonical metric name."),
+        _lc("unit", "Unit of the value."),
+        _lc("kind", "counter (cumulative) | gauge."),
+        Column("per_priority", "UInt8", pa.uint8(), "1 when the metric is kept per priority."),
+        _str("description", "What the metric measures."),
+        Column("vendor_names", "Array(String)", _STR_LIST, "vendor:raw_name pairs that map to it."),
+    ),
+    order_by=("metric",),
+    stream=False,
+)
+
+_AGG = pa.binary()
+COUNTERS_1M = Table(
+    "counters_1m",
+    "1-minute rollup of counters (fed by a materialized view) for long retention.",
+    (
+        Column("minute", "DateTime64(3, 'UTC')", pa.timestamp("ms", tz="UTC"), "Start of the minute.", "CODEC(DoubleDelta, ZSTD(1))"),
+        _lc("device", "Switch or host name."),
+        _lc("role", "switch | nic | host."),
+        _lc("port", "Interface or rdma_dev/port."),
+        Column("priority", "Int8", pa.int8(), "Priority; -1 when none."),
+        _lc("metric", "Canonical metric name."),
+        Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Samples in the minute."),
+        Column("min_value", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Smallest value."),
+        Column("max_value", "SimpleAggregateFunction(max, Float64)", pa.float64(), "Largest value."),
+        Column("sum_value", "SimpleAggregateFunction(sum, Float64)", pa.float64(), "Sum (gauges: avg = sum/samples)."),
+        Column("first", "AggregateFunction(argMin, Float64, DateTime64(9, 'UTC'))", _AGG,
+               "First value in the minute (argMinMerge)."),
+        Column("last", "AggregateFunction(argMax, Float64, DateTime64(9, 'UTC'))", _AGG,
+               "Last value in the minute (argMaxMerge): counters' rates come from last-to-last deltas."),
+    ),
+    order_by=("device", "role", "port", "metric", "priority", "minute"),
+    partition_by="toYYYYMM(minute)",
+    ttl_column="minute",
+    engine="AggregatingMergeTree",
+    stream=False,
+    settings=_DEDUP,
+)
+
+SINK_INTENTS = Table(
+    "sink_intents",
+    "The offset range each sink is about to insert, written before the insert (see pipeline.sink).",
+    (
+        _lc("group_id", "Consumer group of the sink."),
+        _lc("topic", "Kafka topic."),
+        Column("partition", "Int32", pa.int32(), "Kafka partition."),
+        Column("first_offset", "Int64", pa.int64(), "First offset of the range."),
+        Column("last_offset", "Int64", pa.int64(), "Last offset of the range (inclusive)."),
+        _str("token", "insert_deduplication_token used for the range."),
+        _ts("written_at", "When the intent was written."),
+    ),
+    order_by=("group_id", "topic", "partition"),
+    engine="ReplacingMergeTree(written_at)",
+    stream=False,
+)
+
+SCHEMA_MIGRATIONS = Table(
+    "schema_migrations",
+    "Which versioned migrations ran, and when.",
+    (
+        Column("version", "UInt32", pa.uint32(), "Migration version."),
+        _str("name", "What the migration does."),
+        _ts("applied_at", "When it was applied."),
+    ),
+    order_by=("version",),
+    engine="ReplacingMergeTree(applied_at)",
+    stream=False,
+)
+
+TABLES: Mapping[str, Table] = {
+    t.name: t
+    for t in (
+        COUNTERS, PACKETS, LINKS, ENDPOINTS, QP_OWNERS, FINDINGS,
+        METRIC_CATALOG, COUNTERS_1M, SINK_INTENTS, SCHEMA_MIGRATIONS,
+    )
+}
+#: Streams: tables whose rows travel through the transport as Batches.
+STREAMS: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.stream)
+
+
+def arrow_schema(table: str) -> pa.Schema:
+    """The Arrow schema a Batch of `table` must have."""
+    spec = TABLES[table]
+    return pa.schema(
+        [pa.field(c.name, c.arrow_type, nullable=False) for c in spec.columns],
+        metadata={"rocescope.table": table, "rocescope.schema_version": str(SCHEMA_VERSION)},
+    )
+
+
+def topic(stream: str, prefix: str = "rocescope") -> str:
+    """Kafka topic of a stream; the schema version is part of the name."""
+    if stream not in TABLES:
+        raise KeyError(f"unknown stream {stream!r}")
+    return f"{prefix}.{stream}.v{SCHEMA_VERSION}"
+
+
+def column_ddl(col: Column) -> str:
+    parts = [f"`{col.name}`", col.ch_type]
+    if col.default:
+        parts.append(f"DEFAULT {col.default}")
+    if col.codec:
+        parts.append(col.codec)
+    parts.append(f"COMMENT '{_sql_str(col.description)}'")
+    return " ".join(parts)
+
+
+def ddl(table: str, ttl_days: int = 0, database: str = "") -> str:
+    """CREATE TABLE for `table`: identical on a ClickHouse server and on embedded chdb."""
+    spec = TABLES[table]
+    name = f"`{database}`.`{spec.name}`" if database else f"`{spec.name}`"
+    cols = ",\n    ".join(column_ddl(c) for c in spec.columns)
+    lines = [f"CREATE TABLE IF NOT EXISTS {name}\n(\n    {cols}\n)", f"ENGINE = {spec.engine}"]
+    if spec.partition_by:
+        lines.append(f"PARTITION BY {spec.partition_by}")
+    lines.append(f"ORDER BY ({', '.join(spec.order_by)})")
+    if ttl_days > 0 and spec.ttl_column:
+        lines.append(f"TTL toDateTime({spec.ttl_column}) + INTERVAL {int(ttl_days)} DAY")
+    if spec.settings:
+        lines.append("SETTINGS " + ", ".join(f"{k} = {v}" for k, v in spec.settings.items()))
+    lines.append(f"COMMENT '{_sql_str(spec.description)}'")
+    return "\n".join(lines)
+
+
+def _sql_str(text: str) -> str:
+    """Quote a literal that comes from this module (never from a user)."""
+    return text.replace("\\", "\\\\").replace("'", "\\'")
