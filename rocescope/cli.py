@@ -1,0 +1,346 @@
+"""The one `rocescope` command: a subcommand per area."""
+
+from __future__ import annotations
+
+import logging
+import signal
+import sys
+import threading
+import time
+from enum import Enum
+from pathlib import Path
+from typing import Annotated
+
+import pyarrow as pa
+import pyarrow.csv as pacsv
+import pyarrow.parquet as pq
+import typer
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table as RichTable
+
+from rocescope import config as config_mod
+from rocescope import schema
+from rocescope.errors import RocescopeError
+
+app = typer.Typer(help="Observability for RoCEv2 training fabrics.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+console = Console()
+err_console = Console(stderr=True)
+
+ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or ROCESCOPE_CONFIG).")]
+
+
+class _State:
+    config_path: Path | None = None
+
+
+_state = _State()
+
+
+@app.callback()
+def main(
+    config: ConfigOpt = None,
+    log_level: Annotated[str, typer.Option(help="DEBUG, INFO, WARNING or ERROR.")] = "",
+) -> None:
+    """rocescope: collect, ship, store and analyse RoCE fabric telemetry."""
+    _state.config_path = config
+    level = log_level or "WARNING"
+    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+
+
+def _settings() -> config_mod.Settings:
+    return config_mod.load(_state.config_path)
+
+
+def _fail(exc: RocescopeError) -> typer.Exit:
+    err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+    return typer.Exit(1)
+
+
+def _store(settings: config_mod.Settings, migrate: bool = True):  # type: ignore[no-untyped-def]
+    from rocescope.pipeline.migrations import migrate as run_migrations
+    from rocescope.pipeline.store import open_store
+
+    store = open_store(settings.store)
+    if migrate:
+        run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
+    return store
+
+
+@app.command("config")
+def config_cmd(dump: Annotated[bool, typer.Option("--dump", help="Print the effective config.")] = False) -> None:
+    """Validate the configuration; with --dump print it (secrets redacted)."""
+    try:
+        settings = _settings()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    if dump:
+        console.print(config_mod.dump(settings), end="", highlight=False, markup=False)
+    else:
+        console.print("config is valid")
+
+
+@app.command()
+def migrate() -> None:
+    """Create or upgrade the tables, views and rollups (idempotent)."""
+    from rocescope.pipeline.migrations import migrate as run_migrations
+    from rocescope.pipeline.store import open_store
+
+    try:
+        settings = _settings()
+        store = open_store(settings.store)
+        actions = run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
+        store.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    for action in actions or ["store is up to date"]:
+        console.print(action)
+
+
+class OutFormat(str, Enum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def _parse_params(params: list[str]) -> dict[str, str]:
+    out = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise typer.BadParameter(f"--param wants NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+@app.command()
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL; use {name:Type} placeholders with --param name=value.")],
+    fmt: Annotated[OutFormat, typer.Option("--format", "-f")] = OutFormat.table,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE, bound server-side.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to a file instead of stdout.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 100,
+) -> None:
+    """Run SQL against the store and print the result."""
+    params = _parse_params(param or [])
+    try:
+        store = _store(_settings())
+        if fmt is OutFormat.table:
+            result = store.query_arrow(query, params)
+        else:
+            engine_format = {"csv": "CSVWithNames", "json": "JSONEachRow", "parquet": "Parquet"}[fmt.value]
+            raw = store.query_bytes(query, engine_format, params)
+        store.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    if fmt is OutFormat.table:
+        write_table(result, fmt, out, limit)
+    elif out is not None:
+        out.write_bytes(raw)
+    elif fmt is OutFormat.parquet and sys.stdout.isatty():
+        raise typer.BadParameter("parquet is binary: give --out FILE or redirect stdout")
+    else:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+
+
+def write_table(result: pa.Table, fmt: OutFormat, out: Path | None, limit: int = 100) -> None:
+    """Print a result as a rich table (the other formats are produced by the engine itself)."""
+    show = RichTable(*result.column_names, title=f"{result.num_rows} rows")
+    for row in result.slice(0, limit).to_pylist():
+        show.add_row(*("" if v is None else str(v) for v in row.values()))
+    console.print(show)
+
+
+@app.command("import")
+def import_cmd(
+    files: Annotated[list[Path], typer.Argument(help="Parquet, Arrow IPC or CSV files with a table's columns.")],
+    table: Annotated[str, typer.Option("--table", "-t", help=f"One of: {', '.join(schema.STREAMS)}")] = "counters",
+) -> None:
+    """Load files shaped like a stream table into the store (checked against the schema)."""
+    from rocescope.pipeline.batch import conform
+
+    if table not in schema.STREAMS:
+        raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
+    try:
+        store = _store(_settings())
+        total = 0
+        for path in files:
+            data = _read_file(path)
+            total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
+            console.print(f"{path}: {data.num_rows} rows")
+        store.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    console.print(f"imported {total} rows into {table}")
+
+
+def _read_file(path: Path) -> pa.Table:
+    from rocescope.errors import DecodeError
+
+    try:
+        if path.suffix in (".parquet", ".pq"):
+            return pq.read_table(path)
+        if path.suffix in (".arrow", ".arrows", ".ipc"):
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_stream(source).read_all()
+        if path.suffix == ".csv":
+            return pacsv.read_csv(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DecodeError(f"{path}: {exc}") from exc
+    raise DecodeError(f"{path}: unknown file type (want .parquet, .arrow or .csv)")
+
+
+@app.command()
+def findings(
+    job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only this kind (pfc_storm, incast...).")] = None,
+    limit: Annotated[int, typer.Option()] = 50,
+) -> None:
+    """List findings, newest first."""
+    query = (
+        "SELECT start, end, kind, severity, job_ids, devices, ports, summary FROM findings "
+        "WHERE ({job:String} = '' OR has(job_ids, {job:String})) AND ({kind:String} = '' OR kind = {kind:String}) "
+        "ORDER BY start DESC LIMIT {limit:UInt32}"
+    )
+    try:
+        store = _store(_settings())
+        result = store.query_arrow(query, {"job": job or "", "kind": kind or "", "limit": limit})
+        store.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    write_table(result, OutFormat.table, None, limit)
+
+
+@app.command()
+def sink(
+    seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds (default: run until killed).")] = None,
+) -> None:
+    """Consume the Kafka topics as one consumer group and insert into the store, exactly once."""
+    from rocescope.pipeline.kafka import KafkaTransport
+    from rocescope.pipeline.metrics import SinkMetrics
+    from rocescope.pipeline.sink import Sink
+
+    try:
+        settings = _settings()
+        if settings.transport.kind != "kafka":
+            raise config_mod.ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
+        store = _store(settings)
+        transport = KafkaTransport(settings.kafka)
+        transport.ensure_topics(schema.STREAMS)
+        metrics = SinkMetrics()
+        if settings.sink.metrics_port:
+            metrics.serve(settings.sink.metrics_host, settings.sink.metrics_port)
+        worker = Sink(transport.consumer(settings.sink.group_id, schema.STREAMS), store, settings.sink, metrics)
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    if seconds is not None:
+        threading.Timer(seconds, stop.set).start()
+    try:
+        while not stop.is_set():
+            worker.step(stop)
+    except KeyboardInterrupt:
+        stop.set()
+    worker.flush(stop)
+    worker.consumer.close()
+    store.close()
+    console.print(f"sink stopped: {worker.status()}")
+
+
+@app.command()
+def demo(
+    switches: Annotated[int, typer.Option(help="Leaves in the generated fabric.")] = 4,
+    ports: Annotated[int, typer.Option(help="Ports per leaf.")] = 16,
+    seconds: Annotated[int, typer.Option(help="Seconds of 1 s polls to generate.")] = 60,
+) -> None:
+    """Run the pipeline end to end on generated polls and show what landed.
+
+    Until the simulator lands (issue 3) the polls come from a small generator
+    (rocescope.demo); they travel the configured transport into the configured store.
+    """
+    from rocescope.demo import generate
+    from rocescope.pipeline.sink import Sink
+    from rocescope.pipeline.transport import InProcessBus
+
+    try:
+        settings = _settings()
+        store = _store(settings)
+        if settings.transport.kind == "kafka":
+            from rocescope.pipeline.kafka import KafkaTransport
+
+            transport: KafkaTransport | InProcessBus = KafkaTransport(settings.kafka)
+        else:
+            transport = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
+        transport.ensure_topics(schema.STREAMS)
+        producer = transport.producer()
+        started = time.monotonic()
+        total = switches * seconds
+        with Progress(console=err_console, transient=True) as progress:
+            task = progress.add_task("publishing polls", total=total)
+            for batch in generate(switches, ports, seconds):
+                producer.publish(batch)
+                progress.advance(task)
+        producer.flush()
+        worker = Sink(transport.consumer(settings.sink.group_id, ["counters"]), store, settings.sink)
+        worker.run(idle_exit_s=1.0 if settings.transport.kind == "inprocess" else 10.0)
+        elapsed = time.monotonic() - started
+        summary = store.query_arrow(
+            "SELECT device, count() AS values, countDistinct(port) AS ports, countDistinct(metric) AS metrics, "
+            "min(ts) AS first, max(ts) AS last FROM counters GROUP BY device ORDER BY device"
+        )
+        rates = store.query_arrow(
+            "SELECT device, metric, round(avg(rate)) AS avg_rate_per_s, countIf(reset_or_wrap) AS resets "
+            "FROM port_rates WHERE metric = 'tx_bytes' GROUP BY device, metric ORDER BY device"
+        )
+        store.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    console.print(f"[bold]landed in {settings.store.backend} at "
+                  f"{settings.store.path if settings.store.backend == 'chdb' else settings.store.url}[/bold]"
+                  f" in {elapsed:.1f}s: {worker.status()}")
+    write_table(summary, OutFormat.table, None)
+    write_table(rates, OutFormat.table, None)
+
+
+def _later(area: str, issue: int) -> None:
+    err_console.print(f"`rocescope {area}` is not built yet (tracked in issue {issue}).")
+    raise typer.Exit(2)
+
+
+@app.command()
+def collect() -> None:
+    """Collect from devices: gnmi, snmp, nic, ebpf, pcap, lldp, jobs (issue 4)."""
+    _later("collect", 4)
+
+
+@app.command()
+def analyze() -> None:
+    """Run the detectors over a window and write findings (issue 5)."""
+    _later("analyze", 5)
+
+
+@app.command()
+def dashboards() -> None:
+    """Generate the Grafana dashboards and provisioning (issue 6)."""
+    _later("dashboards", 6)
+
+
+@app.command()
+def report() -> None:
+    """Write the HTML incident report (issue 6)."""
+    _later("report", 6)
+
+
+@app.command()
+def sim() -> None:
+    """Run the simulated fabric (issue 3)."""
+    _later("sim", 3)
+
+
+if __name__ == "__main__":
+    app()

@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from rocescope import config
+from rocescope.errors import ConfigError
+
+
+def test_defaults_are_the_embedded_setup(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ROCESCOPE_CONFIG", raising=False)
+    settings = config.load()
+    assert settings.store.backend == "chdb"
+    assert settings.transport.kind == "inprocess"
+    assert str(settings.store.path) == "rocescope-data"
+
+
+def test_env_overrides_file_and_secrets_are_redacted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "c.yaml"
+    path.write_text("store:\n  backend: clickhouse\n  password: from-file\nkafka:\n  partitions: 12\n")
+    monkeypatch.setenv("ROCESCOPE_STORE__PASSWORD", "from-env-s3cret")
+    settings = config.load(path)
+    assert settings.store.backend == "clickhouse"
+    assert settings.kafka.partitions == 12
+    assert settings.store.password.get_secret_value() == "from-env-s3cret"
+    dumped = config.dump(settings)
+    assert "from-env-s3cret" not in dumped and "from-file" not in dumped
+    assert "**********" in dumped
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("store:\n  backend: postgres\n", "store.backend: Input should be 'chdb' or 'clickhouse'"),
+        ("store:\n  pasword: x\n", "store.pasword: unknown key"),
+        ("sink:\n  max_rows: -5\n", "sink.max_rows: Input should be greater than or equal to 1"),
+        ("kafka: [1, 2\n", "not valid YAML"),
+        ("- a\n- b\n", "top level must be a mapping"),
+        ("store:\n  database: \"x; DROP\"\n", "store.database: Value error, must be letters"),
+    ],
+)
+def test_bad_config_names_key_and_reason(tmp_path: Path, text: str, expected: str) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(ConfigError) as info:
+        config.load(path)
+    assert expected in str(info.value)
+    assert str(path) in str(info.value)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match="does not exist"):
+        config.load(tmp_path / "nope.yaml")
