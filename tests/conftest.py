@@ -13,7 +13,7 @@ import pytest
 
 from rocescope.config import KafkaConfig
 from rocescope.pipeline.migrations import migrate
-from rocescope.pipeline.store import ChdbStore
+from rocescope.pipeline.store import ChdbStore, Store
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -90,6 +90,46 @@ def store(tmp_path: Path) -> Iterator[ChdbStore]:
     migrate(s)
     yield s
     s.close()
+
+
+class ServedStore:
+    """Embedded chdb behind ClickHouse's HTTP interface, reached through the server backend."""
+
+    def __init__(self, path: Path):
+        from rocescope.config import StoreConfig
+        from rocescope.pipeline.chdb_http import ChdbHttpServer
+        from rocescope.pipeline.store import ClickHouseStore
+
+        self.engine = ChdbStore(path)
+        self.http = ChdbHttpServer(self.engine.session).start()
+        self.client = ClickHouseStore(StoreConfig(backend="clickhouse", url=self.http.url, database="rocescope"))
+
+    def close(self) -> None:
+        self.client.close()
+        self.http.stop()
+        self.engine.close()
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[ServedStore]:
+    s = ServedStore(tmp_path / "served")
+    yield s
+    s.close()
+
+
+@pytest.fixture(params=["chdb", "clickhouse-http"])
+def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    """The same tests against both backends: embedded chdb, and a ClickHouse server over HTTP."""
+    if request.param == "chdb":
+        s = ChdbStore(tmp_path / "chdb")
+        migrate(s)
+        yield s
+        s.close()
+    else:
+        served = ServedStore(tmp_path / "served")
+        migrate(served.client)
+        yield served.client
+        served.close()
 
 
 @pytest.fixture

@@ -10,17 +10,23 @@ from samples import sample_table
 from rocescope.errors import StoreError
 from rocescope.pipeline.batch import make_batch
 from rocescope.pipeline.migrations import MIGRATIONS, migrate
-from rocescope.pipeline.store import ChdbStore, query_polars
+from rocescope.pipeline.store import ChdbStore, Store, query_polars
 
 
-def _snapshot(store: ChdbStore) -> list[dict[str, object]]:
+@pytest.fixture
+def store(any_store: Store) -> Store:
+    """Every test here that takes `store` runs on both backends."""
+    return any_store
+
+
+def _snapshot(store: Store) -> list[dict[str, object]]:
     return store.query_arrow(
         "SELECT name, engine, create_table_query FROM system.tables WHERE database = {db:String} ORDER BY name",
         {"db": store.database},
     ).to_pylist()
 
 
-def test_migrations_run_twice_without_change(store: ChdbStore) -> None:
+def test_migrations_run_twice_without_change(store: Store) -> None:
     before = _snapshot(store)
     assert migrate(store) == []
     assert _snapshot(store) == before
@@ -31,13 +37,13 @@ def test_migrations_run_twice_without_change(store: ChdbStore) -> None:
             "counters_1m", "counters_1m_mv", "port_rates_1m", "metric_catalog"} <= names
 
 
-def test_migrate_adds_a_column_the_schema_gained(store: ChdbStore) -> None:
+def test_migrate_adds_a_column_the_schema_gained(store: Store) -> None:
     store.command("ALTER TABLE links DROP COLUMN source")
     assert migrate(store) == ["added column links.source"]
     assert migrate(store) == []
 
 
-def test_insert_and_query_round_trip(store: ChdbStore) -> None:
+def test_insert_and_query_round_trip(store: Store) -> None:
     table = sample_table("counters", 5000, seed=1)
     assert store.insert("counters", table) == 5000
     back = store.query_arrow("SELECT * FROM counters ORDER BY ts")
@@ -47,7 +53,7 @@ def test_insert_and_query_round_trip(store: ChdbStore) -> None:
         assert back.column(name).to_pylist() == want.column(name).to_pylist(), name
 
 
-def test_dedup_token_makes_a_retried_insert_harmless(store: ChdbStore) -> None:
+def test_dedup_token_makes_a_retried_insert_harmless(store: Store) -> None:
     table = sample_table("counters", 100)
     for _ in range(3):
         store.insert("counters", table, dedup_token="g:rocescope.counters.v1:0:0-9")
@@ -57,7 +63,7 @@ def test_dedup_token_makes_a_retried_insert_harmless(store: ChdbStore) -> None:
     assert samples == 200, "the rollup must deduplicate with its source"
 
 
-def test_bad_token_is_refused(store: ChdbStore) -> None:
+def test_bad_token_is_refused(store: Store) -> None:
     with pytest.raises(StoreError, match="invalid insert deduplication token"):
         store.insert("counters", sample_table("counters", 1), dedup_token="x'; DROP TABLE counters; --")
 
@@ -72,7 +78,7 @@ def _series(now: dt.datetime, values: list[float], metric: str = "tx_bytes", sec
     }).data
 
 
-def test_rates_handle_wrap_reset_duplicates_and_order(store: ChdbStore, now: dt.datetime) -> None:
+def test_rates_handle_wrap_reset_duplicates_and_order(store: Store, now: dt.datetime) -> None:
     w32 = 2**32
     values = [100.0, 1100.0, 600.0, w32 - 1000.0, 1000.0, 1000.0, 5000.0, 3000.0]
     seconds = [0, 1, 2, 3, 4, 4, 6, 7]  # the 6th sample duplicates the 5th's timestamp
@@ -88,12 +94,12 @@ def test_rates_handle_wrap_reset_duplicates_and_order(store: ChdbStore, now: dt.
     assert rates["reset_or_wrap"].to_list() == [0, 1, 0, 1, 0, 1]
 
 
-def test_gauges_get_no_rate(store: ChdbStore, now: dt.datetime) -> None:
+def test_gauges_get_no_rate(store: Store, now: dt.datetime) -> None:
     store.insert("counters", pa.Table.from_batches([_series(now, [5.0, 1.0, 9.0], metric="queue_watermark_bytes")]))
     assert store.query_arrow("SELECT count() FROM port_rates").column(0)[0].as_py() == 0
 
 
-def test_parameters_are_inert(store: ChdbStore) -> None:
+def test_parameters_are_inert(store: Store) -> None:
     store.insert("counters", sample_table("counters", 10, device="leaf-1"))
     for evil in ["leaf-1' OR '1'='1", "'; DROP TABLE counters; --", "leaf-1\\' --", "{d:String}"]:
         got = store.query_arrow("SELECT count() FROM counters WHERE device = {d:String}", {"d": evil})
@@ -101,12 +107,14 @@ def test_parameters_are_inert(store: ChdbStore) -> None:
     assert store.query_arrow("SELECT count() FROM counters").column(0)[0].as_py() == 10
 
 
-def test_one_process_owns_a_chdb_directory(store: ChdbStore) -> None:
+def test_one_process_owns_a_chdb_directory(tmp_path: Path) -> None:
+    owner = ChdbStore(tmp_path / "db")
     with pytest.raises(StoreError, match="in use by another rocescope process"):
-        ChdbStore(store.path)
+        ChdbStore(tmp_path / "db")
+    owner.close()
 
 
-def test_sql_errors_are_store_errors(store: ChdbStore) -> None:
+def test_sql_errors_are_store_errors(store: Store) -> None:
     with pytest.raises(StoreError, match="UNKNOWN_TABLE|Unknown table"):
         store.query_arrow("SELECT * FROM no_such_table")
 
