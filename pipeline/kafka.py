@@ -7,6 +7,7 @@ the work as one consumer group. Offsets are committed by the sink only after its
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -141,8 +142,15 @@ class KafkaBatchConsumer:
         except KafkaError as exc:
             raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
         self._dlq: KafkaBatchProducer | None = None
+        self._pending: list[Message] = []
 
     def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        if self._pending:
+            out, self._pending = self._pending, []
+            return out
+        return self._poll(timeout_ms, max_records)
+
+    def _poll(self, timeout_ms: int, max_records: int) -> list[Message]:
         records = self._consumer.poll(timeout_ms=timeout_ms, max_records=max_records)
         out = []
         for tp, recs in records.items():
@@ -161,6 +169,13 @@ class KafkaBatchConsumer:
             if high is not None:
                 total += max(0, high - self._consumer.position(tp))
         return total
+
+    def wait_for_assignment(self, timeout_s: float) -> bool:
+        """Join the group before the clock starts (benchmarks, tests); False if nothing was assigned."""
+        deadline = time.monotonic() + timeout_s
+        while not self._consumer.assignment() and time.monotonic() < deadline:
+            self._pending.extend(self._poll(100, 1))
+        return bool(self._consumer.assignment())
 
     def rewind(self) -> None:
         for tp in self._consumer.assignment():

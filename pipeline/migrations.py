@@ -87,16 +87,16 @@ def _rollups(db: str, _ttl: int, rollup_ttl: int) -> list[str]:
         schema.ddl("counters_1m", rollup_ttl, db),
         f"""CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`counters_1m_mv` TO `{db}`.`counters_1m` AS
 SELECT toStartOfMinute(ts) AS minute, device, role, port, priority, metric,
-    count() AS samples, min(value) AS min_value, max(value) AS max_value, sum(value) AS sum_value,
-    argMinState(value, ts) AS first, argMaxState(value, ts) AS last
+    count() AS samples, min(value) AS min_value, max(value) AS max_value, sum(value) AS sum_value
 FROM `{db}`.`counters`
 GROUP BY minute, device, role, port, priority, metric""",
         f"""CREATE OR REPLACE VIEW `{db}`.`port_rates_1m` AS
 SELECT minute, device, role, port, priority, metric, last_value,
-    multiIf(delta >= 0, delta, last_value) / 60 AS rate
+    multiIf(delta >= 0, delta, last_value) / 60 AS rate,
+    delta < 0 AS reset_or_wrap
 FROM
 (
-    SELECT minute, device, role, port, priority, metric, argMaxMerge(last) AS last_value,
+    SELECT minute, device, role, port, priority, metric, max(max_value) AS last_value,
         lagInFrame(last_value) OVER w AS prev_value, last_value - prev_value AS delta,
         row_number() OVER w AS n
     FROM `{db}`.`counters_1m`

@@ -46,6 +46,16 @@ def query_polars(store: Store, sql: str, params: Mapping[str, Any] | None = None
     return frame
 
 
+def _insert_settings(dedup_token: str | None) -> dict[str, Any]:
+    """Settings of every bulk insert; a token makes a retried insert (and its rollups) land once."""
+    # The rollup view's blocks are already grouped: re-collapsing them on insert is wasted work.
+    settings: dict[str, Any] = {"optimize_on_insert": 0}
+    if dedup_token:
+        settings["insert_deduplication_token"] = check_token(dedup_token)
+        settings["deduplicate_blocks_in_dependent_materialized_views"] = 1
+    return settings
+
+
 def check_token(token: str) -> str:
     """Deduplication tokens are made by the sink from topic/partition/offsets; refuse anything else."""
     if not _TOKEN.match(token):
@@ -90,10 +100,9 @@ class ChdbStore:
         if data.num_rows == 0:
             return 0
         cols = ", ".join(f"`{c}`" for c in data.column_names)
-        settings = ""
-        if dedup_token:
-            settings = (f" SETTINGS insert_deduplication_token = '{check_token(dedup_token)}', "
-                        "deduplicate_blocks_in_dependent_materialized_views = 1")
+        settings = " SETTINGS " + ", ".join(
+            f"{k} = '{v}'" if isinstance(v, str) else f"{k} = {v}" for k, v in _insert_settings(dedup_token).items()
+        )
         arrow_data = data  # read in place by name by chdb's Python() table function
         sql = f"INSERT INTO `{self.database}`.`{table}` ({cols}){settings} SELECT {cols} FROM Python(arrow_data)"
         with self._mutex:
@@ -156,10 +165,7 @@ class ClickHouseStore:
     def insert(self, table: str, data: pa.Table, dedup_token: str | None = None) -> int:
         if data.num_rows == 0:
             return 0
-        settings: dict[str, Any] = {}
-        if dedup_token:
-            settings = {"insert_deduplication_token": check_token(dedup_token),
-                        "deduplicate_blocks_in_dependent_materialized_views": 1}
+        settings = _insert_settings(dedup_token)
         try:
             self._client.insert_arrow(table, data, database=self.database, settings=settings)
         except self._errors as exc:

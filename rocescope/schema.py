@@ -233,10 +233,10 @@ METRIC_CATALOG = Table(
     stream=False,
 )
 
-_AGG = pa.binary()
 COUNTERS_1M = Table(
     "counters_1m",
-    "1-minute rollup of counters (fed by a materialized view) for long retention.",
+    "1-minute rollup of counters (fed by a materialized view) for long retention. Only simple "
+    "aggregates: the view runs on every insert, and argMin/argMax states cost the sink half its speed.",
     (
         Column("minute", "DateTime64(3, 'UTC')", pa.timestamp("ms", tz="UTC"), "Start of the minute.", "CODEC(DoubleDelta, ZSTD(1))"),
         _lc("device", "Switch or host name."),
@@ -246,12 +246,9 @@ COUNTERS_1M = Table(
         _lc("metric", "Canonical metric name."),
         Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Samples in the minute."),
         Column("min_value", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Smallest value."),
-        Column("max_value", "SimpleAggregateFunction(max, Float64)", pa.float64(), "Largest value."),
+        Column("max_value", "SimpleAggregateFunction(max, Float64)", pa.float64(),
+               "Largest value; for a counter, its value at the end of the minute unless it reset in it."),
         Column("sum_value", "SimpleAggregateFunction(sum, Float64)", pa.float64(), "Sum (gauges: avg = sum/samples)."),
-        Column("first", "AggregateFunction(argMin, Float64, DateTime64(9, 'UTC'))", _AGG,
-               "First value in the minute (argMinMerge)."),
-        Column("last", "AggregateFunction(argMax, Float64, DateTime64(9, 'UTC'))", _AGG,
-               "Last value in the minute (argMaxMerge): counters' rates come from last-to-last deltas."),
     ),
     order_by=("device", "role", "port", "metric", "priority", "minute"),
     partition_by="toYYYYMM(minute)",

@@ -7,7 +7,7 @@ import time
 
 import pyarrow as pa
 import pytest
-from conftest import Broker
+from rocescope.pipeline.tansu import Broker
 from kafka import KafkaConsumer, TopicPartition
 from samples import sample_batch
 
