@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
-
-from rocescope.config import KafkaConfig, SinkConfig
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
 from rocescope.pipeline.tansu import Broker
+
+from rocescope.config import KafkaConfig, SinkConfig
 
 PORTS = 64
 PORT_METRICS = 32
@@ -57,17 +57,19 @@ def poll(device: str, ts_ns: int, rng: np.random.Generator) -> Batch:
                 prios.append(q)
                 metrics.append(f"prio_metric_{m}")
     n = len(ports)
-    table = pa.table({
-        "ts": pa.array(np.full(n, ts_ns, dtype="int64"), pa.timestamp("ns", tz="UTC")),
-        "device": pa.array([device] * n).dictionary_encode(),
-        "role": pa.array(["switch"] * n).dictionary_encode(),
-        "port": pa.array(ports).dictionary_encode(),
-        "priority": pa.array(prios, pa.int8()),
-        "metric": pa.array(metrics).dictionary_encode(),
-        "value": pa.array(np.floor(rng.uniform(0, 1e12, n))),
-        "source": pa.array(["gnmi"] * n).dictionary_encode(),
-        "raw_name": pa.array(metrics).dictionary_encode(),
-    })
+    table = pa.table(
+        {
+            "ts": pa.array(np.full(n, ts_ns, dtype="int64"), pa.timestamp("ns", tz="UTC")),
+            "device": pa.array([device] * n).dictionary_encode(),
+            "role": pa.array(["switch"] * n).dictionary_encode(),
+            "port": pa.array(ports).dictionary_encode(),
+            "priority": pa.array(prios, pa.int8()),
+            "metric": pa.array(metrics).dictionary_encode(),
+            "value": pa.array(np.floor(rng.uniform(0, 1e12, n))),
+            "source": pa.array(["gnmi"] * n).dictionary_encode(),
+            "raw_name": pa.array(metrics).dictionary_encode(),
+        }
+    )
     return Batch("counters", conform("counters", table), key=device)
 
 
@@ -93,8 +95,11 @@ def sink_process(cfg_json: str, expect_rows: int, data_dir: str, result: mp.Queu
     cfg = KafkaConfig.model_validate_json(cfg_json)
     store = ChdbStore(data_dir)
     migrate(store)
-    sink = Sink(KafkaTransport(cfg).consumer("bench", ["counters"]), store,
-                SinkConfig(max_rows=400_000, max_seconds=1.0, poll_timeout_ms=100))
+    sink = Sink(
+        KafkaTransport(cfg).consumer("bench", ["counters"]),
+        store,
+        SinkConfig(max_rows=400_000, max_seconds=1.0, poll_timeout_ms=100),
+    )
     sink.consumer.wait_for_assignment(60)  # the group join is start-up cost, not throughput
     result.put(("ready", 0.0, 0.0))
     first = None
@@ -141,7 +146,7 @@ def direct(batches: list[Batch], data_dir: str) -> float:
     store = ChdbStore(data_dir)
     migrate(store)
     chunk = max(1, 400_000 // VALUES_PER_POLL)
-    tables = [pa.Table.from_batches([b.data for b in batches[i:i + chunk]]) for i in range(0, len(batches), chunk)]
+    tables = [pa.Table.from_batches([b.data for b in batches[i : i + chunk]]) for i in range(0, len(batches), chunk)]
     started = time.monotonic()
     for table in tables:
         store.insert("counters", table)
@@ -156,8 +161,13 @@ def naive_consumer(bootstrap: list[str], topic: str, expect: int, data_dir: str,
 
     store = ChdbStore(data_dir)
     migrate(store)
-    consumer = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id="naive", auto_offset_reset="earliest",
-                             enable_auto_commit=False)
+    consumer = KafkaConsumer(
+        topic,
+        bootstrap_servers=bootstrap,
+        group_id="naive",
+        auto_offset_reset="earliest",
+        enable_auto_commit=False,
+    )
     while not consumer.assignment():
         consumer.poll(timeout_ms=100)
     result.put(("ready", 0.0))
@@ -170,9 +180,19 @@ def naive_consumer(bootstrap: list[str], topic: str, expect: int, data_dir: str,
                 event = json.loads(r.value)
                 tags = event["tags"]
                 for name, value in event["values"].items():
-                    rows.append({"ts": event["timestamp"], "device": tags["source"], "role": "switch",
-                                 "port": tags["interface_name"], "priority": int(tags.get("priority", -1)),
-                                 "metric": name, "value": float(value), "source": "gnmi", "raw_name": name})
+                    rows.append(
+                        {
+                            "ts": event["timestamp"],
+                            "device": tags["source"],
+                            "role": "switch",
+                            "port": tags["interface_name"],
+                            "priority": int(tags.get("priority", -1)),
+                            "metric": name,
+                            "value": float(value),
+                            "source": "gnmi",
+                            "raw_name": name,
+                        }
+                    )
                 got += 1
         if rows and (len(rows) >= 50_000 or got >= expect):
             table = pa.Table.from_pylist(rows)
@@ -198,8 +218,16 @@ def naive(broker: Broker, batches: list[Batch], data_dir: str) -> float:
             tags = {"source": row["device"], "interface_name": row["port"]}
             if row["priority"] >= 0:
                 tags["priority"] = str(row["priority"])
-            events.append(json.dumps({"name": "counters", "timestamp": int(row["ts"].timestamp() * 1e9),
-                                      "tags": tags, "values": {row["metric"]: row["value"]}}).encode())
+            events.append(
+                json.dumps(
+                    {
+                        "name": "counters",
+                        "timestamp": int(row["ts"].timestamp() * 1e9),
+                        "tags": tags,
+                        "values": {row["metric"]: row["value"]},
+                    }
+                ).encode()
+            )
     ctx = mp.get_context("spawn")
     result: mp.Queue = ctx.Queue()  # type: ignore[type-arg]
     proc = ctx.Process(target=naive_consumer, args=([broker.bootstrap], topic, len(events), data_dir, result))

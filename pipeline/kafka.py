@@ -14,12 +14,13 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
+from rocescope.pipeline.batch import Batch, encode, headers
+from rocescope.pipeline.transport import Message, dead_letter_headers
+from rocescope.pipeline.transport import TopicPartition as TP
 
 from rocescope import schema
 from rocescope.config import KafkaConfig
 from rocescope.errors import TransportError
-from rocescope.pipeline.batch import Batch, encode, headers
-from rocescope.pipeline.transport import Message, TopicPartition as TP, dead_letter_headers
 
 log = logging.getLogger(__name__)
 
@@ -56,8 +57,13 @@ class KafkaTransport:
             existing = set(admin.list_topics())
             missing = [t for t in wanted if t not in existing]
             if missing:
-                spec = {t: {"num_partitions": self.cfg.partitions,
-                            "replication_factor": self.cfg.replication_factor} for t in missing}
+                spec = {
+                    t: {
+                        "num_partitions": self.cfg.partitions,
+                        "replication_factor": self.cfg.replication_factor,
+                    }
+                    for t in missing
+                }
                 try:
                     admin.create_topics(spec, wait_for_metadata=True)
                     log.info("created topics %s", ", ".join(missing))
@@ -94,11 +100,11 @@ class KafkaBatchProducer:
             raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
 
     def publish(self, batch: Batch) -> None:
-        self.publish_raw(schema.topic(batch.stream, self.cfg.topic_prefix), batch.key.encode(), encode(batch),
-                         headers())
+        self.publish_raw(
+            schema.topic(batch.stream, self.cfg.topic_prefix), batch.key.encode(), encode(batch), headers()
+        )
 
-    def publish_raw(self, topic: str, key: bytes | None, value: bytes,
-                    hdrs: Sequence[tuple[str, bytes]] = ()) -> None:
+    def publish_raw(self, topic: str, key: bytes | None, value: bytes, hdrs: Sequence[tuple[str, bytes]] = ()) -> None:
         try:
             future = self._producer.send(topic, value=value, key=key, headers=list(hdrs))
         except KafkaError as exc:
@@ -188,8 +194,9 @@ class KafkaBatchConsumer:
     def dead_letter(self, message: Message, reason: str) -> None:
         if self._dlq is None:
             self._dlq = KafkaBatchProducer(self.cfg)
-        self._dlq.publish_raw(self.cfg.dead_letter_topic, message.key, message.value,
-                              dead_letter_headers(message, reason))
+        self._dlq.publish_raw(
+            self.cfg.dead_letter_topic, message.key, message.value, dead_letter_headers(message, reason)
+        )
         self._dlq.flush(timeout=30)
 
     def close(self) -> None:

@@ -11,19 +11,26 @@ class SinkMetrics:
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
         r = self.registry
-        self.consumed = Counter("rocescope_sink_messages_consumed", "Messages read from the transport.",
-                                ["stream"], registry=r)
-        self.inserted_rows = Counter("rocescope_sink_rows_inserted", "Rows inserted into the store.",
-                                     ["table"], registry=r)
-        self.dead_lettered = Counter("rocescope_sink_dead_lettered", "Messages sent to the dead-letter topic.",
-                                     ["reason"], registry=r)
-        self.insert_errors = Counter("rocescope_sink_insert_errors", "Failed insert attempts (retried).",
-                                     registry=r)
+        self.consumed = Counter(
+            "rocescope_sink_messages_consumed", "Messages read from the transport.", ["stream"], registry=r
+        )
+        self.inserted_rows = Counter(
+            "rocescope_sink_rows_inserted", "Rows inserted into the store.", ["table"], registry=r
+        )
+        self.dead_lettered = Counter(
+            "rocescope_sink_dead_lettered", "Messages sent to the dead-letter topic.", ["reason"], registry=r
+        )
+        self.insert_errors = Counter("rocescope_sink_insert_errors", "Failed insert attempts (retried).", registry=r)
         self.commit_errors = Counter("rocescope_sink_commit_errors", "Failed offset commits.", registry=r)
-        self.insert_seconds = Histogram("rocescope_sink_insert_seconds", "Latency of one flush's inserts.",
-                                        registry=r, buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10))
-        self.lag = Gauge("rocescope_sink_lag_messages", "Messages behind the end of the assigned partitions.",
-                         registry=r)
+        self.insert_seconds = Histogram(
+            "rocescope_sink_insert_seconds",
+            "Latency of one flush's inserts.",
+            registry=r,
+            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+        )
+        self.lag = Gauge(
+            "rocescope_sink_lag_messages", "Messages behind the end of the assigned partitions.", registry=r
+        )
         self.buffered_rows = Gauge("rocescope_sink_buffered_rows", "Rows waiting for the next insert.", registry=r)
 
     def serve(self, host: str, port: int) -> None:

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
+from rocescope.pipeline.store import Store
 
 from rocescope import schema
 from rocescope.catalog import METRICS
-from rocescope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,13 @@ def migrate(store: Store, ttl_days: int = 30, rollup_ttl_days: int = 400) -> lis
         now = dt.datetime.now(dt.UTC)
         store.insert(
             "schema_migrations",
-            pa.table({"version": pa.array([mig.version], pa.uint32()), "name": [mig.name],
-                      "applied_at": pa.array([now], pa.timestamp("ns", tz="UTC"))}),
+            pa.table(
+                {
+                    "version": pa.array([mig.version], pa.uint32()),
+                    "name": [mig.name],
+                    "applied_at": pa.array([now], pa.timestamp("ns", tz="UTC")),
+                }
+            ),
         )
         actions.append(f"applied migration {mig.version}: {mig.name}")
     actions += reconcile_columns(store)
@@ -183,8 +188,12 @@ def catalog_arrow() -> pa.Table:
 
 def _plain(target: pa.Schema) -> pa.Schema:
     """The schema with dictionary columns as plain strings (how queries return them)."""
-    return pa.schema([pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type,
-                               nullable=f.nullable) for f in target])
+    return pa.schema(
+        [
+            pa.field(f.name, f.type.value_type if pa.types.is_dictionary(f.type) else f.type, nullable=f.nullable)
+            for f in target
+        ]
+    )
 
 
 def refresh_catalog(store: Store) -> bool:

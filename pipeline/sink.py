@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
-
-from rocescope.config import SinkConfig
-from rocescope.errors import DecodeError, SchemaError, StoreError
 from rocescope.pipeline.batch import concat, decode
 from rocescope.pipeline.metrics import SinkMetrics
 from rocescope.pipeline.store import Store
 from rocescope.pipeline.transport import Consumer, Message, TopicPartition, stream_of
+
+from rocescope.config import SinkConfig
+from rocescope.errors import DecodeError, SchemaError, StoreError
 
 log = logging.getLogger(__name__)
 
@@ -195,31 +195,37 @@ class Sink:
                 "WHERE group_id = {g:String} AND topic = {t:String} AND partition = {p:Int32}",
                 {"g": _group(self.consumer), "t": tp[0], "p": tp[1]},
             ).to_pylist()
-            self._intents[tp] = Intent(rows[0]["first_offset"], rows[0]["last_offset"], rows[0]["token"]) if rows else None
+            self._intents[tp] = (
+                Intent(rows[0]["first_offset"], rows[0]["last_offset"], rows[0]["token"]) if rows else None
+            )
         return self._intents[tp]
 
     def _write_intents(self, intents: Sequence[tuple[TopicPartition, Intent]]) -> None:
         now = dt.datetime.now(dt.UTC)
-        table = pa.table({
-            "group_id": [_group(self.consumer)] * len(intents),
-            "topic": [tp[0] for tp, _ in intents],
-            "partition": pa.array([tp[1] for tp, _ in intents], pa.int32()),
-            "first_offset": pa.array([i.first for _, i in intents], pa.int64()),
-            "last_offset": pa.array([i.last for _, i in intents], pa.int64()),
-            "token": [i.token for _, i in intents],
-            "written_at": pa.array([now] * len(intents), pa.timestamp("ns", tz="UTC")),
-        })
+        table = pa.table(
+            {
+                "group_id": [_group(self.consumer)] * len(intents),
+                "topic": [tp[0] for tp, _ in intents],
+                "partition": pa.array([tp[1] for tp, _ in intents], pa.int32()),
+                "first_offset": pa.array([i.first for _, i in intents], pa.int64()),
+                "last_offset": pa.array([i.last for _, i in intents], pa.int64()),
+                "token": [i.token for _, i in intents],
+                "written_at": pa.array([now] * len(intents), pa.timestamp("ns", tz="UTC")),
+            }
+        )
         self.store.insert("sink_intents", table)
         for tp, intent in intents:
             self._intents[tp] = intent
 
     def status(self) -> str:
         m = self.metrics
-        return (f"consumed={m.value('rocescope_sink_messages_consumed_total'):.0f} "
-                f"inserted_rows={m.value('rocescope_sink_rows_inserted_total'):.0f} "
-                f"dead_lettered={m.value('rocescope_sink_dead_lettered_total'):.0f} "
-                f"insert_errors={m.value('rocescope_sink_insert_errors_total'):.0f} "
-                f"lag={m.value('rocescope_sink_lag_messages'):.0f}")
+        return (
+            f"consumed={m.value('rocescope_sink_messages_consumed_total'):.0f} "
+            f"inserted_rows={m.value('rocescope_sink_rows_inserted_total'):.0f} "
+            f"dead_lettered={m.value('rocescope_sink_dead_lettered_total'):.0f} "
+            f"insert_errors={m.value('rocescope_sink_insert_errors_total'):.0f} "
+            f"lag={m.value('rocescope_sink_lag_messages'):.0f}"
+        )
 
 
 def _key(msg: Message) -> str:

@@ -56,6 +56,21 @@ def _insert_settings(dedup_token: str | None) -> dict[str, Any]:
     return settings
 
 
+def _known_table(table: str) -> str:
+    if table not in schema.TABLES:
+        raise StoreError(f"unknown table {table!r}")
+    return table
+
+
+def _known_columns(table: str, data: pa.Table) -> list[str]:
+    """Table and column names go into SQL text: accept only those `schema` declares."""
+    allowed = set(schema.TABLES[_known_table(table)].column_names)
+    unknown = [c for c in data.column_names if c not in allowed]
+    if unknown:
+        raise StoreError(f"{table}: unknown columns {unknown}")
+    return list(data.column_names)
+
+
 def check_token(token: str) -> str:
     """Deduplication tokens are made by the sink from topic/partition/offsets; refuse anything else."""
     if not _TOKEN.match(token):
@@ -85,7 +100,7 @@ class ChdbStore:
         self._lock_file.write(str(os.getpid()))
         self._lock_file.flush()
         self._mutex = threading.Lock()
-        self._session = chdb_session.Session(str(self.path))
+        self._session: Any = chdb_session.Session(str(self.path))  # type: ignore[no-untyped-call]
         self.command(f"CREATE DATABASE IF NOT EXISTS `{database}`")
         self.command(f"USE `{database}`")
 
@@ -99,12 +114,12 @@ class ChdbStore:
     def insert(self, table: str, data: pa.Table, dedup_token: str | None = None) -> int:
         if data.num_rows == 0:
             return 0
-        cols = ", ".join(f"`{c}`" for c in data.column_names)
+        cols = ", ".join(f"`{c}`" for c in _known_columns(table, data))
         settings = " SETTINGS " + ", ".join(
             f"{k} = '{v}'" if isinstance(v, str) else f"{k} = {v}" for k, v in _insert_settings(dedup_token).items()
         )
         arrow_data = data  # read in place by name by chdb's Python() table function
-        sql = f"INSERT INTO `{self.database}`.`{table}` ({cols}){settings} SELECT {cols} FROM Python(arrow_data)"
+        sql = f"INSERT INTO `{self.database}`.`{table}` ({cols}){settings} SELECT {cols} FROM Python(arrow_data)"  # noqa: S608 - names checked against the schema
         with self._mutex:
             try:
                 self._session.query(sql)
@@ -166,6 +181,7 @@ class ClickHouseStore:
         if data.num_rows == 0:
             return 0
         settings = _insert_settings(dedup_token)
+        _known_columns(table, data)
         try:
             self._client.insert_arrow(table, data, database=self.database, settings=settings)
         except self._errors as exc:
@@ -211,7 +227,7 @@ def _first_line(text: str) -> str:
 def table_schema_check(store: Store, table: str) -> list[str]:
     """Differences between the live table and `schema` (empty when they agree)."""
     live = store.query_arrow(
-        f"SELECT * FROM `{store.database}`.`{table}` LIMIT 0 "
+        f"SELECT * FROM `{store.database}`.`{_known_table(table)}` LIMIT 0 "  # noqa: S608 - a schema table
         "SETTINGS output_format_arrow_low_cardinality_as_dictionary = 1"
     ).schema
     want = schema.arrow_schema(table)

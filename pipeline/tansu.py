@@ -46,9 +46,18 @@ class Broker:
         url = f"tcp://127.0.0.1:{self.port}"
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [tansu_binary(), "broker", "--listener-url", url, "--advertised-listener-url", url,
-                 "--storage-engine", self.storage],
-                stdout=log, stderr=subprocess.STDOUT,
+                [
+                    tansu_binary(),
+                    "broker",
+                    "--listener-url",
+                    url,
+                    "--advertised-listener-url",
+                    url,
+                    "--storage-engine",
+                    self.storage,
+                ],
+                stdout=log,
+                stderr=subprocess.STDOUT,
             )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -70,7 +79,11 @@ class Broker:
             self.proc = None
 
     def kafka_config(self, **overrides: object) -> KafkaConfig:
-        base: dict[str, object] = {"bootstrap_servers": [self.bootstrap], "partitions": 3, "linger_ms": 5,
-                                   "session_timeout_ms": 6000}
+        base: dict[str, object] = {
+            "bootstrap_servers": [self.bootstrap],
+            "partitions": 3,
+            "linger_ms": 5,
+            "session_timeout_ms": 6000,
+        }
         base.update(overrides)
         return KafkaConfig.model_validate(base)

@@ -14,8 +14,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocescope import schema
 from rocescope.pipeline.batch import Batch, encode, headers
+
+from rocescope import schema
 
 TopicPartition = tuple[str, int]
 
@@ -83,8 +84,14 @@ class InProcessBus:
         self._committed: dict[tuple[str, TopicPartition], int] = {}
         self._cond = threading.Condition()
 
-    def append(self, topic: str, key: bytes | None, value: bytes, hdrs: Sequence[tuple[str, bytes]],
-               batch: Batch | None = None) -> None:
+    def append(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes,
+        hdrs: Sequence[tuple[str, bytes]],
+        batch: Batch | None = None,
+    ) -> None:
         with self._cond:
             log = self._logs.setdefault(topic, _Log())
             log.messages.append(Message(topic, 0, len(log.messages), key, value, tuple(hdrs), batch))
@@ -120,8 +127,13 @@ class InProcessProducer:
 
     def publish(self, batch: Batch) -> None:
         payload = encode(batch) if self.encode_payload else b""
-        self.bus.append(schema.topic(batch.stream, self.bus.topic_prefix), batch.key.encode(), payload,
-                        headers(), None if self.encode_payload else batch)
+        self.bus.append(
+            schema.topic(batch.stream, self.bus.topic_prefix),
+            batch.key.encode(),
+            payload,
+            headers(),
+            None if self.encode_payload else batch,
+        )
 
     def flush(self, timeout: float | None = None) -> None:
         return None
@@ -172,8 +184,7 @@ class InProcessConsumer:
             return sum(len(self.bus._logs.get(t, _Log()).messages) - p for (t, _), p in self._position.items())
 
     def dead_letter(self, message: Message, reason: str) -> None:
-        self.bus.append(self.bus.dead_letter_topic, message.key, message.value,
-                        dead_letter_headers(message, reason))
+        self.bus.append(self.bus.dead_letter_topic, message.key, message.value, dead_letter_headers(message, reason))
 
     def close(self) -> None:
         return None

@@ -7,7 +7,7 @@ import signal
 import sys
 import threading
 import time
-from enum import Enum
+from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
@@ -21,10 +21,11 @@ from rich.table import Table as RichTable
 
 from rocescope import config as config_mod
 from rocescope import schema
-from rocescope.errors import RocescopeError
+from rocescope.errors import ConfigError, RocescopeError
 
-app = typer.Typer(help="Observability for RoCEv2 training fabrics.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="Observability for RoCEv2 training fabrics.", no_args_is_help=True, pretty_exceptions_enable=False
+)
 console = Console()
 err_console = Console(stderr=True)
 
@@ -46,8 +47,11 @@ def main(
     """rocescope: collect, ship, store and analyse RoCE fabric telemetry."""
     _state.config_path = config
     level = log_level or "WARNING"
-    logging.basicConfig(level=getattr(logging, level.upper(), logging.INFO),
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s", stream=sys.stderr)
+    logging.basicConfig(
+        level=getattr(logging, level.upper(), logging.INFO),
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
 
 
 def _settings() -> config_mod.Settings:
@@ -70,7 +74,9 @@ def _store(settings: config_mod.Settings, migrate: bool = True):  # type: ignore
 
 
 @app.command("config")
-def config_cmd(dump: Annotated[bool, typer.Option("--dump", help="Print the effective config.")] = False) -> None:
+def config_cmd(
+    dump: Annotated[bool, typer.Option("--dump", help="Print the effective config.")] = False,
+) -> None:
     """Validate the configuration; with --dump print it (secrets redacted)."""
     try:
         settings = _settings()
@@ -99,7 +105,7 @@ def migrate() -> None:
         console.print(action)
 
 
-class OutFormat(str, Enum):
+class OutFormat(StrEnum):
     table = "table"
     csv = "csv"
     json = "json"
@@ -217,7 +223,9 @@ def findings(
 
 @app.command()
 def sink(
-    seconds: Annotated[float | None, typer.Option(help="Stop after this many seconds (default: run until killed).")] = None,
+    seconds: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds (default: run until killed).")
+    ] = None,
 ) -> None:
     """Consume the Kafka topics as one consumer group and insert into the store, exactly once."""
     from rocescope.pipeline.kafka import KafkaTransport
@@ -227,7 +235,7 @@ def sink(
     try:
         settings = _settings()
         if settings.transport.kind != "kafka":
-            raise config_mod.ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
+            raise ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
         store = _store(settings)
         transport = KafkaTransport(settings.kafka)
         transport.ensure_topics(schema.STREAMS)
@@ -300,9 +308,11 @@ def demo(
         store.close()
     except RocescopeError as exc:
         raise _fail(exc) from None
-    console.print(f"[bold]landed in {settings.store.backend} at "
-                  f"{settings.store.path if settings.store.backend == 'chdb' else settings.store.url}[/bold]"
-                  f" in {elapsed:.1f}s: {worker.status()}")
+    console.print(
+        f"[bold]landed in {settings.store.backend} at "
+        f"{settings.store.path if settings.store.backend == 'chdb' else settings.store.url}[/bold]"
+        f" in {elapsed:.1f}s: {worker.status()}"
+    )
     write_table(summary, OutFormat.table, None)
     write_table(rates, OutFormat.table, None)
 

@@ -19,8 +19,16 @@ SWITCH_METRICS = ("rx_bytes", "tx_bytes", "rx_packets", "tx_packets", "rx_discar
 PRIORITY_METRICS = ("pfc_rx_pause", "pfc_tx_pause", "ecn_marked_packets", "queue_watermark_bytes")
 
 
-def poll_batch(device: str, role: str, ports: list[str], ts: dt.datetime, step: int,
-               rates: np.ndarray, rng: np.random.Generator, reset_at: int | None = None) -> Batch:
+def poll_batch(
+    device: str,
+    role: str,
+    ports: list[str],
+    ts: dt.datetime,
+    step: int,
+    rates: np.ndarray,
+    rng: np.random.Generator,
+    reset_at: int | None = None,
+) -> Batch:
     """One poll of one device: every port x metric (x priority where the metric has one)."""
     rows_port, rows_prio, rows_metric = [], [], []
     for port in ports:
@@ -38,22 +46,25 @@ def poll_batch(device: str, role: str, ports: list[str], ts: dt.datetime, step: 
     values = rates[:n] * (steps_since_reset + 1)
     gauge = np.array([m == "queue_watermark_bytes" for m in rows_metric])
     values[gauge] = rng.uniform(0, 4e6, int(gauge.sum()))
-    table = pa.table({
-        "ts": pa.array(np.full(n, int(ts.timestamp() * 1e9), dtype="int64"), pa.timestamp("ns", tz="UTC")),
-        "device": pa.array([device] * n).dictionary_encode(),
-        "role": pa.array([role] * n).dictionary_encode(),
-        "port": pa.array(rows_port).dictionary_encode(),
-        "priority": pa.array(rows_prio, pa.int8()),
-        "metric": pa.array(rows_metric).dictionary_encode(),
-        "value": pa.array(np.floor(values)),
-        "source": pa.array(["import"] * n).dictionary_encode(),
-        "raw_name": pa.array(rows_metric).dictionary_encode(),
-    })
+    table = pa.table(
+        {
+            "ts": pa.array(np.full(n, int(ts.timestamp() * 1e9), dtype="int64"), pa.timestamp("ns", tz="UTC")),
+            "device": pa.array([device] * n).dictionary_encode(),
+            "role": pa.array([role] * n).dictionary_encode(),
+            "port": pa.array(rows_port).dictionary_encode(),
+            "priority": pa.array(rows_prio, pa.int8()),
+            "metric": pa.array(rows_metric).dictionary_encode(),
+            "value": pa.array(np.floor(values)),
+            "source": pa.array(["import"] * n).dictionary_encode(),
+            "raw_name": pa.array(rows_metric).dictionary_encode(),
+        }
+    )
     return Batch("counters", conform("counters", table), key=device)
 
 
-def generate(switches: int = 4, ports: int = 16, seconds: int = 30, seed: int = 7,
-             start: dt.datetime | None = None) -> Iterator[Batch]:
+def generate(
+    switches: int = 4, ports: int = 16, seconds: int = 30, seed: int = 7, start: dt.datetime | None = None
+) -> Iterator[Batch]:
     """Polls of `switches` leaves every second for `seconds`; leaf 0 reboots half-way."""
     rng = np.random.default_rng(seed)
     start = start or dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(seconds=seconds)
@@ -63,10 +74,8 @@ def generate(switches: int = 4, ports: int = 16, seconds: int = 30, seed: int = 
     for step in range(seconds):
         ts = start + dt.timedelta(seconds=step)
         for i, device in enumerate(names):
-            yield poll_batch(device, "switch", port_names, ts, step, rates[i], rng,
-                             seconds // 2 if i == 0 else None)
+            yield poll_batch(device, "switch", port_names, ts, step, rates[i], rng, seconds // 2 if i == 0 else None)
 
 
 def values_per_poll(ports: int) -> int:
     return ports * (len(SWITCH_METRICS) + 2 * len(PRIORITY_METRICS))
-

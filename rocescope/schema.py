@@ -238,7 +238,13 @@ COUNTERS_1M = Table(
     "1-minute rollup of counters (fed by a materialized view) for long retention. Only simple "
     "aggregates: the view runs on every insert, and argMin/argMax states cost the sink half its speed.",
     (
-        Column("minute", "DateTime64(3, 'UTC')", pa.timestamp("ms", tz="UTC"), "Start of the minute.", "CODEC(DoubleDelta, ZSTD(1))"),
+        Column(
+            "minute",
+            "DateTime64(3, 'UTC')",
+            pa.timestamp("ms", tz="UTC"),
+            "Start of the minute.",
+            "CODEC(DoubleDelta, ZSTD(1))",
+        ),
         _lc("device", "Switch or host name."),
         _lc("role", "switch | nic | host."),
         _lc("port", "Interface or rdma_dev/port."),
@@ -246,9 +252,18 @@ COUNTERS_1M = Table(
         _lc("metric", "Canonical metric name."),
         Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Samples in the minute."),
         Column("min_value", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Smallest value."),
-        Column("max_value", "SimpleAggregateFunction(max, Float64)", pa.float64(),
-               "Largest value; for a counter, its value at the end of the minute unless it reset in it."),
-        Column("sum_value", "SimpleAggregateFunction(sum, Float64)", pa.float64(), "Sum (gauges: avg = sum/samples)."),
+        Column(
+            "max_value",
+            "SimpleAggregateFunction(max, Float64)",
+            pa.float64(),
+            "Largest value; for a counter, its value at the end of the minute unless it reset in it.",
+        ),
+        Column(
+            "sum_value",
+            "SimpleAggregateFunction(sum, Float64)",
+            pa.float64(),
+            "Sum (gauges: avg = sum/samples).",
+        ),
     ),
     order_by=("device", "role", "port", "metric", "priority", "minute"),
     partition_by="toYYYYMM(minute)",
@@ -291,8 +306,16 @@ SCHEMA_MIGRATIONS = Table(
 TABLES: Mapping[str, Table] = {
     t.name: t
     for t in (
-        COUNTERS, PACKETS, LINKS, ENDPOINTS, QP_OWNERS, FINDINGS,
-        METRIC_CATALOG, COUNTERS_1M, SINK_INTENTS, SCHEMA_MIGRATIONS,
+        COUNTERS,
+        PACKETS,
+        LINKS,
+        ENDPOINTS,
+        QP_OWNERS,
+        FINDINGS,
+        METRIC_CATALOG,
+        COUNTERS_1M,
+        SINK_INTENTS,
+        SCHEMA_MIGRATIONS,
     )
 }
 #: Streams: tables whose rows travel through the transport as Batches.

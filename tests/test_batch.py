@@ -2,11 +2,11 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
+from rocescope.pipeline.batch import conform, decode, encode
 from samples import sample_batch, sample_table
 
 from rocescope import schema
 from rocescope.errors import DecodeError, SchemaError
-from rocescope.pipeline.batch import conform, decode, encode
 
 
 @pytest.mark.parametrize("stream", schema.STREAMS)
@@ -20,8 +20,9 @@ def test_encode_decode_round_trip(stream: str) -> None:
 def test_conform_reorders_and_casts() -> None:
     table = sample_table("counters", 10)
     shuffled = table.select(list(reversed(table.column_names)))
-    plain = shuffled.set_column(shuffled.column_names.index("device"), "device",
-                                shuffled.column("device").cast(pa.string()))
+    plain = shuffled.set_column(
+        shuffled.column_names.index("device"), "device", shuffled.column("device").cast(pa.string())
+    )
     assert conform("counters", plain).to_pylist() == table.to_pylist()
 
 

@@ -167,9 +167,7 @@ def real_names() -> dict[str, frozenset[str]]:
         "ib_port": frozenset(sysfs["counters"]),
         "sonic_sai": frozenset(k for f in SONIC_FILES for k, _ in json_fields(load_json(f))),
         "cumulus": frozenset(parse_cumulus_counters(SWITCH / "cumulus_nvue_roce_counters_spectrum.txt")),
-        "openconfig": frozenset(
-            relative(yang_paths(SWITCH / "openconfig_state_counter_paths.csv"), OC_ANCHORS)
-        ),
+        "openconfig": frozenset(relative(yang_paths(SWITCH / "openconfig_state_counter_paths.csv"), OC_ANCHORS)),
         "srlinux": frozenset(
             relative(yang_paths(SWITCH / "nokia_srlinux_v25.3.1_qos_pfc_state_paths.csv"), SRL_ANCHORS)
         ),

@@ -152,9 +152,7 @@ def test_native_insert_and_query(server: ChdbHttpServer, compress: str | bool) -
     client = connect(server, compress=compress)
     client.command(FABRIC_DDL.format(name="native", settings=""))
     start = datetime(2026, 1, 1, tzinfo=UTC)
-    rows = [
-        [start + timedelta(microseconds=7 * i), f"gpu-{i % 7}", i % 256 - 128, i / 3] for i in range(5000)
-    ]
+    rows = [[start + timedelta(microseconds=7 * i), f"gpu-{i % 7}", i % 256 - 128, i / 3] for i in range(5000)]
     summary = client.insert("native", rows, column_names=["ts", "host", "prio", "value"])
     assert summary.written_rows == 5_000
     sql = "SELECT toUnixTimestamp64Micro(ts), host, prio, value FROM native ORDER BY ts"

@@ -37,7 +37,7 @@ def test_env_overrides_file_and_secrets_are_redacted(tmp_path: Path, monkeypatch
         ("sink:\n  max_rows: -5\n", "sink.max_rows: Input should be greater than or equal to 1"),
         ("kafka: [1, 2\n", "not valid YAML"),
         ("- a\n- b\n", "top level must be a mapping"),
-        ("store:\n  database: \"x; DROP\"\n", "store.database: Value error, must be letters"),
+        ('store:\n  database: "x; DROP"\n', "store.database: Value error, must be letters"),
     ],
 )
 def test_bad_config_names_key_and_reason(tmp_path: Path, text: str, expected: str) -> None:

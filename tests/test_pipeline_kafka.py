@@ -7,16 +7,16 @@ import time
 
 import pyarrow as pa
 import pytest
-from rocescope.pipeline.tansu import Broker
 from kafka import KafkaConsumer, TopicPartition
-from samples import sample_batch
-
-from rocescope import schema
-from rocescope.config import KafkaConfig, SinkConfig
 from rocescope.pipeline.batch import Batch, encode
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
+from rocescope.pipeline.tansu import Broker
+from samples import sample_batch
+
+from rocescope import schema
+from rocescope.config import KafkaConfig, SinkConfig
 
 SINK = SinkConfig(max_rows=50_000, max_seconds=0.3, poll_timeout_ms=100)
 
@@ -178,8 +178,11 @@ def test_store_outage_keeps_offsets_and_loses_nothing(broker: Broker, store: Chd
     _publish(cfg, [sample_batch("links", 30, seed=i, device=f"leaf-{i}") for i in range(6)])
     ddl = schema.ddl("links", 0, store.database)
     store.command("DROP TABLE links")
-    sink = Sink(transport.consumer("outage", ["links"]),
-                store, SinkConfig(max_seconds=0.2, poll_timeout_ms=100, retry_backoff_s=0.1, retry_backoff_max_s=0.4))
+    sink = Sink(
+        transport.consumer("outage", ["links"]),
+        store,
+        SinkConfig(max_seconds=0.2, poll_timeout_ms=100, retry_backoff_s=0.1, retry_backoff_max_s=0.4),
+    )
     stop = threading.Event()
     worker = threading.Thread(target=lambda: sink.run(stop=stop))
     worker.start()

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import pytest
-
-from rocescope import schema
 from rocescope.pipeline.store import ChdbStore, table_schema_check
 
+from rocescope import schema
 
-@pytest.mark.parametrize("table", list(schema.STREAMS) + ["metric_catalog", "sink_intents", "schema_migrations"])
+
+@pytest.mark.parametrize("table", [*schema.STREAMS, "metric_catalog", "sink_intents", "schema_migrations"])
 def test_ddl_and_arrow_agree(store: ChdbStore, table: str) -> None:
     assert table_schema_check(store, table) == []
     live = store.query_arrow(
@@ -17,8 +17,9 @@ def test_ddl_and_arrow_agree(store: ChdbStore, table: str) -> None:
     ).to_pylist()
     spec = schema.TABLES[table]
     assert [r["name"] for r in live] == spec.column_names
-    assert [r["type"] for r in live] == [c.ch_type.replace("DateTime64(9, 'UTC')", "DateTime64(9, 'UTC')")
-                                         for c in spec.columns]
+    assert [r["type"] for r in live] == [
+        c.ch_type.replace("DateTime64(9, 'UTC')", "DateTime64(9, 'UTC')") for c in spec.columns
+    ]
 
 
 def test_stream_topics_carry_the_schema_version() -> None:

@@ -5,12 +5,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from samples import sample_table
-
-from rocescope.errors import StoreError
 from rocescope.pipeline.batch import make_batch
 from rocescope.pipeline.migrations import MIGRATIONS, migrate
 from rocescope.pipeline.store import ChdbStore, Store, query_polars
+from samples import sample_table
+
+from rocescope.errors import StoreError
 
 
 @pytest.fixture
@@ -33,8 +33,19 @@ def test_migrations_run_twice_without_change(store: Store) -> None:
     versions = store.query_arrow("SELECT version FROM schema_migrations FINAL ORDER BY version").column(0)
     assert versions.to_pylist() == [m.version for m in MIGRATIONS]
     names = {r["name"] for r in before}
-    assert {"counters", "packets", "links", "endpoints", "qp_owners", "findings", "port_rates",
-            "counters_1m", "counters_1m_mv", "port_rates_1m", "metric_catalog"} <= names
+    assert {
+        "counters",
+        "packets",
+        "links",
+        "endpoints",
+        "qp_owners",
+        "findings",
+        "port_rates",
+        "counters_1m",
+        "counters_1m_mv",
+        "port_rates_1m",
+        "metric_catalog",
+    } <= names
 
 
 def test_migrate_adds_a_column_the_schema_gained(store: Store) -> None:
@@ -71,11 +82,20 @@ def test_bad_token_is_refused(store: Store) -> None:
 def _series(now: dt.datetime, values: list[float], metric: str = "tx_bytes", seconds: list[float] | None = None):
     seconds = seconds if seconds is not None else [float(i) for i in range(len(values))]
     n = len(values)
-    return make_batch("counters", {
-        "ts": [now + dt.timedelta(seconds=s) for s in seconds], "device": ["leaf-1"] * n, "role": ["switch"] * n,
-        "port": ["Ethernet0"] * n, "priority": [-1] * n, "metric": [metric] * n, "value": values,
-        "source": ["snmp"] * n, "raw_name": ["ifHCOutOctets"] * n,
-    }).data
+    return make_batch(
+        "counters",
+        {
+            "ts": [now + dt.timedelta(seconds=s) for s in seconds],
+            "device": ["leaf-1"] * n,
+            "role": ["switch"] * n,
+            "port": ["Ethernet0"] * n,
+            "priority": [-1] * n,
+            "metric": [metric] * n,
+            "value": values,
+            "source": ["snmp"] * n,
+            "raw_name": ["ifHCOutOctets"] * n,
+        },
+    ).data
 
 
 def test_rates_handle_wrap_reset_duplicates_and_order(store: Store, now: dt.datetime) -> None:
@@ -115,7 +135,7 @@ def test_one_process_owns_a_chdb_directory(tmp_path: Path) -> None:
 
 
 def test_sql_errors_are_store_errors(store: Store) -> None:
-    with pytest.raises(StoreError, match="UNKNOWN_TABLE|Unknown table"):
+    with pytest.raises(StoreError, match=r"UNKNOWN_TABLE|Unknown table"):
         store.query_arrow("SELECT * FROM no_such_table")
 
 
