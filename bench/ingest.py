@@ -26,14 +26,14 @@ from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
+
+from rocescope.config import KafkaConfig, SinkConfig
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
 from rocescope.pipeline.tansu import Broker
-
-from rocescope.config import KafkaConfig, SinkConfig
 
 PORTS = 64
 PORT_METRICS = 32

@@ -14,13 +14,13 @@ from typing import Any
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.errors import KafkaError, TopicAlreadyExistsError
 from kafka.structs import OffsetAndMetadata
-from rocescope.pipeline.batch import Batch, encode, headers
-from rocescope.pipeline.transport import Message, dead_letter_headers
-from rocescope.pipeline.transport import TopicPartition as TP
 
 from rocescope import schema
 from rocescope.config import KafkaConfig
 from rocescope.errors import TransportError
+from rocescope.pipeline.batch import Batch, encode, headers
+from rocescope.pipeline.transport import Message, dead_letter_headers
+from rocescope.pipeline.transport import TopicPartition as TP
 
 log = logging.getLogger(__name__)
 

@@ -14,10 +14,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import pyarrow as pa
-from rocescope.pipeline.store import Store
 
 from rocescope import schema
 from rocescope.catalog import METRICS
+from rocescope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 

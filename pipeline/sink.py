@@ -23,13 +23,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+
+from rocescope.config import SinkConfig
+from rocescope.errors import DecodeError, SchemaError, StoreError
 from rocescope.pipeline.batch import concat, decode
 from rocescope.pipeline.metrics import SinkMetrics
 from rocescope.pipeline.store import Store
 from rocescope.pipeline.transport import Consumer, Message, TopicPartition, stream_of
-
-from rocescope.config import SinkConfig
-from rocescope.errors import DecodeError, SchemaError, StoreError
 
 log = logging.getLogger(__name__)
 

@@ -14,7 +14,7 @@ import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, Self
 from urllib.parse import urlparse
 
 import polars as pl
@@ -37,6 +37,8 @@ class Store(Protocol):
     def query_bytes(self, sql: str, fmt: str, params: Mapping[str, Any] | None = None) -> bytes: ...
     def command(self, sql: str, params: Mapping[str, Any] | None = None) -> None: ...
     def close(self) -> None: ...
+    def __enter__(self) -> Self: ...
+    def __exit__(self, *exc_info: object) -> None: ...
 
 
 def query_polars(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
@@ -78,7 +80,20 @@ def check_token(token: str) -> str:
     return token
 
 
-class ChdbStore:
+class _Closing:
+    """Stores are context managers, so an error never leaves a chdb directory locked."""
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+
+class ChdbStore(_Closing):
     """Embedded ClickHouse in this process. One process owns a directory at a time (file lock)."""
 
     def __init__(self, path: Path | str, database: str = "rocescope"):
@@ -146,12 +161,14 @@ class ChdbStore:
         return self._session
 
     def close(self) -> None:
+        if self._lock_file.closed:
+            return
         with self._mutex:
             self._session.close()
         self._lock_file.close()
 
 
-class ClickHouseStore:
+class ClickHouseStore(_Closing):
     """A ClickHouse server or cluster over HTTP(S) through clickhouse-connect."""
 
     def __init__(self, cfg: StoreConfig):

@@ -14,9 +14,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from rocescope.pipeline.batch import Batch, encode, headers
-
 from rocescope import schema
+from rocescope.pipeline.batch import Batch, encode, headers
 
 TopicPartition = tuple[str, int]
 

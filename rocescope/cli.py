@@ -22,6 +22,7 @@ from rich.table import Table as RichTable
 from rocescope import config as config_mod
 from rocescope import schema
 from rocescope.errors import ConfigError, RocescopeError
+from rocescope.pipeline.store import Store
 
 app = typer.Typer(
     help="Observability for RoCEv2 training fabrics.", no_args_is_help=True, pretty_exceptions_enable=False
@@ -63,13 +64,17 @@ def _fail(exc: RocescopeError) -> typer.Exit:
     return typer.Exit(1)
 
 
-def _store(settings: config_mod.Settings, migrate: bool = True):  # type: ignore[no-untyped-def]
+def _store(settings: config_mod.Settings) -> Store:
+    """The configured store, migrated; use it in a `with` block so it is always closed."""
     from rocescope.pipeline.migrations import migrate as run_migrations
     from rocescope.pipeline.store import open_store
 
     store = open_store(settings.store)
-    if migrate:
+    try:
         run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
+    except BaseException:
+        store.close()
+        raise
     return store
 
 
@@ -96,9 +101,8 @@ def migrate() -> None:
 
     try:
         settings = _settings()
-        store = open_store(settings.store)
-        actions = run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
-        store.close()
+        with open_store(settings.store) as store:
+            actions = run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
     except RocescopeError as exc:
         raise _fail(exc) from None
     for action in actions or ["store is up to date"]:
@@ -133,13 +137,12 @@ def sql(
     """Run SQL against the store and print the result."""
     params = _parse_params(param or [])
     try:
-        store = _store(_settings())
-        if fmt is OutFormat.table:
-            result = store.query_arrow(query, params)
-        else:
-            engine_format = {"csv": "CSVWithNames", "json": "JSONEachRow", "parquet": "Parquet"}[fmt.value]
-            raw = store.query_bytes(query, engine_format, params)
-        store.close()
+        with _store(_settings()) as store:
+            if fmt is OutFormat.table:
+                result = store.query_arrow(query, params)
+            else:
+                engine_format = {"csv": "CSVWithNames", "json": "JSONEachRow", "parquet": "Parquet"}[fmt.value]
+                raw = store.query_bytes(query, engine_format, params)
     except RocescopeError as exc:
         raise _fail(exc) from None
     if fmt is OutFormat.table:
@@ -172,13 +175,12 @@ def import_cmd(
     if table not in schema.STREAMS:
         raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
     try:
-        store = _store(_settings())
-        total = 0
-        for path in files:
-            data = _read_file(path)
-            total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
-            console.print(f"{path}: {data.num_rows} rows")
-        store.close()
+        with _store(_settings()) as store:
+            total = 0
+            for path in files:
+                data = _read_file(path)
+                total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
+                console.print(f"{path}: {data.num_rows} rows")
     except RocescopeError as exc:
         raise _fail(exc) from None
     console.print(f"imported {total} rows into {table}")
@@ -213,9 +215,8 @@ def findings(
         "ORDER BY start DESC LIMIT {limit:UInt32}"
     )
     try:
-        store = _store(_settings())
-        result = store.query_arrow(query, {"job": job or "", "kind": kind or "", "limit": limit})
-        store.close()
+        with _store(_settings()) as store:
+            result = store.query_arrow(query, {"job": job or "", "kind": kind or "", "limit": limit})
     except RocescopeError as exc:
         raise _fail(exc) from None
     write_table(result, OutFormat.table, None, limit)
@@ -236,27 +237,26 @@ def sink(
         settings = _settings()
         if settings.transport.kind != "kafka":
             raise ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
-        store = _store(settings)
-        transport = KafkaTransport(settings.kafka)
-        transport.ensure_topics(schema.STREAMS)
-        metrics = SinkMetrics()
-        if settings.sink.metrics_port:
-            metrics.serve(settings.sink.metrics_host, settings.sink.metrics_port)
-        worker = Sink(transport.consumer(settings.sink.group_id, schema.STREAMS), store, settings.sink, metrics)
+        with _store(settings) as store:
+            transport = KafkaTransport(settings.kafka)
+            transport.ensure_topics(schema.STREAMS)
+            metrics = SinkMetrics()
+            if settings.sink.metrics_port:
+                metrics.serve(settings.sink.metrics_host, settings.sink.metrics_port)
+            worker = Sink(transport.consumer(settings.sink.group_id, schema.STREAMS), store, settings.sink, metrics)
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            if seconds is not None:
+                threading.Timer(seconds, stop.set).start()
+            try:
+                while not stop.is_set():
+                    worker.step(stop)
+            except KeyboardInterrupt:
+                stop.set()
+            worker.flush(stop)
+            worker.consumer.close()
     except RocescopeError as exc:
         raise _fail(exc) from None
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    if seconds is not None:
-        threading.Timer(seconds, stop.set).start()
-    try:
-        while not stop.is_set():
-            worker.step(stop)
-    except KeyboardInterrupt:
-        stop.set()
-    worker.flush(stop)
-    worker.consumer.close()
-    store.close()
     console.print(f"sink stopped: {worker.status()}")
 
 
@@ -277,35 +277,33 @@ def demo(
 
     try:
         settings = _settings()
-        store = _store(settings)
-        if settings.transport.kind == "kafka":
-            from rocescope.pipeline.kafka import KafkaTransport
+        with _store(settings) as store:
+            if settings.transport.kind == "kafka":
+                from rocescope.pipeline.kafka import KafkaTransport
 
-            transport: KafkaTransport | InProcessBus = KafkaTransport(settings.kafka)
-        else:
-            transport = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
-        transport.ensure_topics(schema.STREAMS)
-        producer = transport.producer()
-        started = time.monotonic()
-        total = switches * seconds
-        with Progress(console=err_console, transient=True) as progress:
-            task = progress.add_task("publishing polls", total=total)
-            for batch in generate(switches, ports, seconds):
-                producer.publish(batch)
-                progress.advance(task)
-        producer.flush()
-        worker = Sink(transport.consumer(settings.sink.group_id, ["counters"]), store, settings.sink)
-        worker.run(idle_exit_s=1.0 if settings.transport.kind == "inprocess" else 10.0)
-        elapsed = time.monotonic() - started
-        summary = store.query_arrow(
-            "SELECT device, count() AS values, countDistinct(port) AS ports, countDistinct(metric) AS metrics, "
-            "min(ts) AS first, max(ts) AS last FROM counters GROUP BY device ORDER BY device"
-        )
-        rates = store.query_arrow(
-            "SELECT device, metric, round(avg(rate)) AS avg_rate_per_s, countIf(reset_or_wrap) AS resets "
-            "FROM port_rates WHERE metric = 'tx_bytes' GROUP BY device, metric ORDER BY device"
-        )
-        store.close()
+                transport: KafkaTransport | InProcessBus = KafkaTransport(settings.kafka)
+            else:
+                transport = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
+            transport.ensure_topics(schema.STREAMS)
+            producer = transport.producer()
+            started = time.monotonic()
+            with Progress(console=err_console, transient=True) as progress:
+                task = progress.add_task("publishing polls", total=switches * seconds)
+                for batch in generate(switches, ports, seconds):
+                    producer.publish(batch)
+                    progress.advance(task)
+            producer.flush()
+            worker = Sink(transport.consumer(settings.sink.group_id, ["counters"]), store, settings.sink)
+            worker.run(idle_exit_s=1.0 if settings.transport.kind == "inprocess" else 10.0)
+            elapsed = time.monotonic() - started
+            summary = store.query_arrow(
+                "SELECT device, count() AS values, countDistinct(port) AS ports, countDistinct(metric) AS metrics, "
+                "min(ts) AS first, max(ts) AS last FROM counters GROUP BY device ORDER BY device"
+            )
+            rates = store.query_arrow(
+                "SELECT device, metric, round(avg(rate)) AS avg_rate_per_s, countIf(reset_or_wrap) AS resets "
+                "FROM port_rates WHERE metric = 'tx_bytes' GROUP BY device, metric ORDER BY device"
+            )
     except RocescopeError as exc:
         raise _fail(exc) from None
     console.print(

@@ -7,6 +7,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore, Store
 from rocescope.pipeline.tansu import Broker
@@ -33,10 +34,9 @@ class ServedStore:
     """Embedded chdb behind ClickHouse's HTTP interface, reached through the server backend."""
 
     def __init__(self, path: Path):
+        from rocescope.config import StoreConfig
         from rocescope.pipeline.chdb_http import ChdbHttpServer
         from rocescope.pipeline.store import ClickHouseStore
-
-        from rocescope.config import StoreConfig
 
         self.engine = ChdbStore(path)
         self.http = ChdbHttpServer(self.engine.session).start()

@@ -6,9 +6,9 @@ import datetime as dt
 
 import numpy as np
 import pyarrow as pa
-from rocescope.pipeline.batch import Batch, conform
 
 from rocescope import schema
+from rocescope.pipeline.batch import Batch, conform
 
 
 def sample_table(stream: str, n: int, seed: int = 0, start: dt.datetime | None = None, device: str = "") -> pa.Table:

@@ -2,11 +2,12 @@ from __future__ import annotations
 
 import pyarrow as pa
 import pytest
-from rocescope.pipeline.batch import conform, decode, encode
-from samples import sample_batch, sample_table
 
 from rocescope import schema
 from rocescope.errors import DecodeError, SchemaError
+from rocescope.pipeline.batch import conform, decode, encode
+
+from samples import sample_batch, sample_table
 
 
 @pytest.mark.parametrize("stream", schema.STREAMS)

@@ -17,6 +17,7 @@ import pytest
 from chdb import session as chdb_session
 from clickhouse_connect.driver.client import Client
 from clickhouse_connect.driver.exceptions import DatabaseError
+
 from rocescope.pipeline.chdb_http import ChdbHttpServer
 
 EVIL = "o'brien\" \\ \t'; DROP TABLE x; --"

@@ -8,15 +8,16 @@ import time
 import pyarrow as pa
 import pytest
 from kafka import KafkaConsumer, TopicPartition
+
+from rocescope import schema
+from rocescope.config import KafkaConfig, SinkConfig
 from rocescope.pipeline.batch import Batch, encode
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
 from rocescope.pipeline.tansu import Broker
-from samples import sample_batch
 
-from rocescope import schema
-from rocescope.config import KafkaConfig, SinkConfig
+from samples import sample_batch
 
 SINK = SinkConfig(max_rows=50_000, max_seconds=0.3, poll_timeout_ms=100)
 

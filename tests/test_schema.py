@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from rocescope.pipeline.store import ChdbStore, table_schema_check
 
 from rocescope import schema
+from rocescope.pipeline.store import ChdbStore, table_schema_check
 
 
 @pytest.mark.parametrize("table", [*schema.STREAMS, "metric_catalog", "sink_intents", "schema_migrations"])

@@ -5,12 +5,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+
+from rocescope.errors import StoreError
 from rocescope.pipeline.batch import make_batch
 from rocescope.pipeline.migrations import MIGRATIONS, migrate
 from rocescope.pipeline.store import ChdbStore, Store, query_polars
-from samples import sample_table
 
-from rocescope.errors import StoreError
+from samples import sample_table
 
 
 @pytest.fixture

@@ -1,0 +1,166 @@
+"""The `rocescope` command, run as users run it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from typer.testing import CliRunner
+
+from rocescope.cli import app
+from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
+from rocescope.pipeline.tansu import Broker, free_port
+
+from samples import sample_batch, sample_table
+
+SUBCOMMANDS = [
+    "demo",
+    "collect",
+    "sink",
+    "import",
+    "analyze",
+    "findings",
+    "sql",
+    "dashboards",
+    "report",
+    "sim",
+    "migrate",
+    "config",
+]
+runner = CliRunner()
+
+
+def _config(tmp_path: Path, extra: str = "") -> Path:
+    path = tmp_path / "rocescope.yaml"
+    path.write_text(f"store:\n  path: {tmp_path / 'data'}\n{extra}")
+    return path
+
+
+@pytest.mark.parametrize("sub", SUBCOMMANDS)
+def test_every_subcommand_has_help(sub: str) -> None:
+    result = runner.invoke(app, [sub, "--help"])
+    assert result.exit_code == 0, result.output
+    assert "Usage" in result.output
+
+
+def test_config_dump_redacts_secrets(tmp_path: Path) -> None:
+    cfg = _config(tmp_path)
+    result = runner.invoke(
+        app, ["--config", str(cfg), "config", "--dump"], env={"ROCESCOPE_STORE__PASSWORD": "hunter2-secret"}
+    )
+    assert result.exit_code == 0, result.output
+    assert "hunter2-secret" not in result.output
+    assert "password: '**********'" in result.output
+
+
+def test_bad_config_is_one_clear_error(tmp_path: Path) -> None:
+    cfg = tmp_path / "bad.yaml"
+    cfg.write_text("transport:\n  kind: carrier-pigeon\n")
+    result = runner.invoke(app, ["--config", str(cfg), "migrate"])
+    assert result.exit_code == 1
+    assert "transport.kind: Input should be 'inprocess' or 'kafka'" in result.output
+
+
+def test_demo_then_sql_in_every_format(tmp_path: Path) -> None:
+    cfg = str(_config(tmp_path))
+    result = runner.invoke(app, ["--config", cfg, "demo", "--switches", "2", "--ports", "4", "--seconds", "6"])
+    assert result.exit_code == 0, result.output
+    assert "leaf-r0-01" in result.output and "dead_lettered=0" in result.output
+
+    query = "SELECT device, count() AS n FROM counters WHERE device = {d:String} GROUP BY device"
+    result = runner.invoke(app, ["--config", cfg, "sql", query, "-p", "d=leaf-r1-01", "--format", "csv"])
+    assert result.exit_code == 0, result.output
+    values_per_poll = 4 * (5 + 2 * 4)
+    assert result.stdout.splitlines() == ['"device","n"', f'"leaf-r1-01",{6 * values_per_poll}']
+
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT metric, kind FROM metric_catalog", "-f", "json"])
+    rows = [json.loads(line) for line in result.stdout.splitlines()]
+    assert {"metric": "pfc_rx_pause", "kind": "counter"} in rows
+
+    out = tmp_path / "rates.parquet"
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT * FROM port_rates", "-f", "parquet", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    rates = pq.read_table(out)
+    assert rates.num_rows > 0 and min(rates.column("rate").to_pylist()) >= 0
+
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT nope FROM counters"])
+    assert result.exit_code == 1 and "UNKNOWN_IDENTIFIER" in result.output
+
+
+def test_import_checks_the_schema(tmp_path: Path) -> None:
+    cfg = str(_config(tmp_path))
+    good = tmp_path / "links.parquet"
+    pq.write_table(sample_table("links", 25), good)
+    result = runner.invoke(app, ["--config", cfg, "import", str(good), "--table", "links"])
+    assert result.exit_code == 0, result.output
+    assert "imported 25 rows into links" in result.output
+
+    bad = tmp_path / "bad.parquet"
+    pq.write_table(pa.table({"device": ["x"], "'; DROP TABLE links; --": [1]}), bad)
+    result = runner.invoke(app, ["--config", cfg, "import", str(bad), "--table", "links"])
+    assert result.exit_code == 1 and "missing columns" in result.output
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT count() AS n FROM links", "-f", "csv"])
+    assert result.stdout.splitlines()[1] == "25"
+
+
+def test_findings_filters_are_bound_not_pasted(tmp_path: Path) -> None:
+    cfg = str(_config(tmp_path))
+    result = runner.invoke(app, ["--config", cfg, "findings", "--job", "x' OR 1=1 --", "--kind", "pfc_storm"])
+    assert result.exit_code == 0, result.output
+    assert "0 rows" in result.output
+
+
+def test_unbuilt_areas_say_so() -> None:
+    result = runner.invoke(app, ["collect"])
+    assert result.exit_code == 2 and "issue 4" in result.output
+
+
+def test_sink_command_against_kafka(tmp_path: Path) -> None:
+    """`rocescope sink` as its own process: Kafka in, chdb out, Prometheus metrics on loopback."""
+    broker = Broker(tmp_path).start()
+    try:
+        metrics_port = free_port()
+        cfg = _config(
+            tmp_path,
+            f"transport:\n  kind: kafka\nkafka:\n  bootstrap_servers: ['{broker.bootstrap}']\n"
+            f"  partitions: 2\n  session_timeout_ms: 6000\n"
+            f"sink:\n  max_seconds: 0.3\n  metrics_port: {metrics_port}\n",
+        )
+        kafka_cfg = broker.kafka_config(partitions=2)
+        KafkaTransport(kafka_cfg).ensure_topics(["counters"])
+        producer = KafkaBatchProducer(kafka_cfg)
+        for i in range(6):
+            producer.publish(sample_batch("counters", 40, seed=i, device=f"leaf-{i}"))
+        producer.flush(30)
+        producer.close()
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "rocescope.cli", "--config", str(cfg), "sink", "--seconds", "25"],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            env={**os.environ},
+        )
+        landed = 'rocescope_sink_rows_inserted_total{table="counters"} 240.0'
+        body = ""
+        deadline = time.monotonic() + 25
+        while time.monotonic() < deadline and landed not in body:
+            time.sleep(0.5)
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).read().decode()
+            except OSError:
+                continue
+        output = proc.communicate(timeout=60)[0].decode()
+        assert proc.returncode == 0, output
+        assert landed in body, body[-2000:]
+        assert "inserted_rows=240" in output
+    finally:
+        broker.stop()
+    result = runner.invoke(app, ["--config", str(cfg), "sql", "SELECT count() AS n FROM counters", "-f", "csv"])
+    assert result.stdout.splitlines()[1] == "240"
