@@ -66,7 +66,7 @@ class Sink:
         stop = stop or threading.Event()
         idle_since = time.monotonic()
         while not stop.is_set():
-            got = self.step()
+            got = self.step(stop)
             now = time.monotonic()
             if got:
                 idle_since = now
@@ -167,6 +167,7 @@ class Sink:
                 self.metrics.inserted_rows.labels(table).inc(rows)
         self.metrics.insert_seconds.observe(time.monotonic() - started)
         offsets = {tp: intent.last + 1 for tp, _c, intent, _b in plan}
+        self.metrics.lag.set(self.consumer.lag())
         for tp, count, _intent, _b in plan:
             pending = self._pending[tp]
             done = pending.entries[:count]

@@ -1,0 +1,58 @@
+"""The embedded default: the in-process bus keeps the Kafka semantics the sink relies on."""
+
+from __future__ import annotations
+
+from rocescope import schema
+from rocescope.config import SinkConfig
+from rocescope.pipeline.sink import Sink
+from rocescope.pipeline.store import ChdbStore
+from rocescope.pipeline.transport import InProcessBus, InProcessProducer
+
+from samples import sample_batch
+
+SINK = SinkConfig(max_seconds=0.1, poll_timeout_ms=50)
+
+
+def _count(store: ChdbStore, table: str) -> int:
+    return int(store.query_arrow(f"SELECT count() FROM {table}").column(0)[0].as_py())
+
+
+def test_bytes_path_poison_and_resume(store: ChdbStore) -> None:
+    bus = InProcessBus()
+    producer = InProcessProducer(bus, encode_payload=True)  # serialize as on Kafka
+    for i in range(5):
+        producer.publish(sample_batch("counters", 20, seed=i, device=f"leaf-{i}"))
+    bus.append(schema.topic("counters"), b"x", b"\x00garbage", [])
+    Sink(bus.consumer("g", ["counters"]), store, SINK).run(idle_exit_s=0.3)
+    assert _count(store, "counters") == 100
+    dead = bus.messages(bus.dead_letter_topic)
+    assert len(dead) == 1 and dead[0].value == b"\x00garbage"
+    assert dict(dead[0].headers)["rocescope-dlq-offset"] == b"5"
+
+    for i in range(3):
+        producer.publish(sample_batch("counters", 20, seed=10 + i))
+    Sink(bus.consumer("g", ["counters"]), store, SINK).run(idle_exit_s=0.3)
+    assert _count(store, "counters") == 160, "a new sink of the group resumes after the committed offset"
+
+
+def test_failed_commit_rewinds_and_replays_without_duplicates(store: ChdbStore) -> None:
+    bus = InProcessBus()
+    producer = bus.producer()
+    for i in range(4):
+        producer.publish(sample_batch("links", 10, seed=i))
+    consumer = bus.consumer("g", ["links"])
+    sink = Sink(consumer, store, SINK)
+    real_commit = consumer.commit
+    calls = []
+
+    def flaky_commit(offsets: dict[tuple[str, int], int]) -> None:
+        calls.append(offsets)
+        if len(calls) == 1:
+            raise RuntimeError("coordinator moved")
+        real_commit(offsets)
+
+    consumer.commit = flaky_commit  # type: ignore[method-assign]
+    sink.run(idle_exit_s=0.3)
+    assert len(calls) >= 2
+    assert sink.metrics.value("rocescope_sink_commit_errors_total") == 1
+    assert _count(store, "links") == 40
