@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cache
 
 import pyarrow as pa
 
@@ -322,8 +323,9 @@ TABLES: Mapping[str, Table] = {
 STREAMS: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.stream)
 
 
+@cache
 def arrow_schema(table: str) -> pa.Schema:
-    """The Arrow schema a Batch of `table` must have."""
+    """The Arrow schema a Batch of `table` must have (cached: it sits on the decode hot path)."""
     spec = TABLES[table]
     return pa.schema(
         [pa.field(c.name, c.arrow_type, nullable=False) for c in spec.columns],
