@@ -23,3 +23,11 @@ class StoreError(RocescopeError):
 
 class TransportError(RocescopeError):
     """The transport (Kafka or in-process) failed."""
+
+
+class SimError(RocescopeError, ValueError):
+    """A fabric, job or scenario description that cannot be built as asked."""
+
+
+class NoRouteError(SimError):
+    """No path exists between two NICs (every equal-cost next hop is down)."""
