@@ -9,6 +9,7 @@ that tshark cannot decode is counted as malformed and the capture goes on.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections import Counter
 from collections.abc import Iterator
@@ -68,6 +69,17 @@ class _PysharkSource:
             yield from self._capture
         except TSharkCrashException as exc:
             self.error = _last_error_line(str(exc))
+        self._finish()
+
+    def _finish(self) -> None:
+        """Wait for tshark to exit: its status (a truncated or foreign file) is only known then."""
+        import asyncio
+
+        loop = self._capture.eventloop
+        for process in list(self._capture._running_processes):
+            with contextlib.suppress(TimeoutError):
+                loop.run_until_complete(asyncio.wait_for(process.wait(), 10))
+        self.close()
 
     def close(self) -> None:
         from pyshark.capture.capture import TSharkCrashException

@@ -25,6 +25,10 @@ class TransportError(RocescopeError):
     """The transport (Kafka or in-process) failed."""
 
 
+class NicReadError(RocescopeError):
+    """One NIC (netdev or RDMA port) could not be read; the other targets of the host go on."""
+
+
 class SimError(RocescopeError, ValueError):
     """A fabric, job or scenario description that cannot be built as asked."""
 
