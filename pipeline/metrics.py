@@ -20,6 +20,9 @@ class SinkMetrics:
         self.dead_lettered = Counter(
             "rocescope_sink_dead_lettered", "Messages sent to the dead-letter topic.", ["reason"], registry=r
         )
+        self.expired_rows = Counter(
+            "rocescope_sink_rows_expired", "Rows older than the retention (dropped by TTL).", ["stream"], registry=r
+        )
         self.insert_errors = Counter("rocescope_sink_insert_errors", "Failed insert attempts (retried).", registry=r)
         self.commit_errors = Counter("rocescope_sink_commit_errors", "Failed offset commits.", registry=r)
         self.insert_seconds = Histogram(

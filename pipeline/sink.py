@@ -23,7 +23,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
+from rocescope import schema
 from rocescope.config import SinkConfig
 from rocescope.errors import DecodeError, SchemaError, StoreError
 from rocescope.pipeline.batch import concat, decode
@@ -51,8 +53,16 @@ class _Pending:
 
 
 class Sink:
-    def __init__(self, consumer: Consumer, store: Store, cfg: SinkConfig, metrics: SinkMetrics | None = None):
+    def __init__(
+        self,
+        consumer: Consumer,
+        store: Store,
+        cfg: SinkConfig,
+        metrics: SinkMetrics | None = None,
+        ttl_days: int = 0,
+    ):
         self.consumer = consumer
+        self.ttl_days = ttl_days
         self.store = store
         self.cfg = cfg
         self.metrics = metrics or SinkMetrics()
@@ -104,9 +114,27 @@ class Sink:
             pending.entries.append((msg.offset, None))
             return
         self.metrics.consumed.labels(stream).inc()
+        self._check_expired(stream, batch)
         pending.entries.append((msg.offset, batch))
         pending.rows += batch.num_rows
         self.metrics.buffered_rows.inc(batch.num_rows)
+
+    def _check_expired(self, stream: str, batch: pa.RecordBatch) -> None:
+        """Rows older than the retention are dropped by the store's TTL: say so instead of losing them quietly."""
+        column = schema.TABLES[stream].ttl_column
+        if not self.ttl_days or not column or batch.num_rows == 0:
+            return
+        cutoff = pa.scalar(dt.datetime.now(dt.UTC) - dt.timedelta(days=self.ttl_days), pa.timestamp("ns", tz="UTC"))
+        expired = pc.sum(pc.less(batch.column(column), cutoff)).as_py() or 0
+        if expired:
+            if not self.metrics.value("rocescope_sink_rows_expired_total"):
+                log.warning(
+                    "sink: %s rows older than the retention (store.ttl_days=%d) are dropped by the store; "
+                    "set store.ttl_days: 0 to keep old data (e.g. imported captures)",
+                    stream,
+                    self.ttl_days,
+                )
+            self.metrics.expired_rows.labels(stream).inc(expired)
 
     def buffered_rows(self) -> int:
         return sum(p.rows for p in self._pending.values())
@@ -131,6 +159,10 @@ class Sink:
                 self.metrics.insert_errors.inc()
                 log.error("sink: insert failed, retrying in %.1fs (offsets stay uncommitted): %s", backoff, exc)
                 if stop is not None and stop.wait(backoff):
+                    log.error(
+                        "sink: stopping with %d rows not inserted; their offsets are not committed",
+                        self.buffered_rows(),
+                    )
                     return
                 if stop is None:
                     time.sleep(backoff)

@@ -243,7 +243,13 @@ def sink(
             metrics = SinkMetrics()
             if settings.sink.metrics_port:
                 metrics.serve(settings.sink.metrics_host, settings.sink.metrics_port)
-            worker = Sink(transport.consumer(settings.sink.group_id, schema.STREAMS), store, settings.sink, metrics)
+            worker = Sink(
+                transport.consumer(settings.sink.group_id, schema.STREAMS),
+                store,
+                settings.sink,
+                metrics,
+                ttl_days=settings.store.ttl_days,
+            )
             stop = threading.Event()
             signal.signal(signal.SIGTERM, lambda *_: stop.set())
             if seconds is not None:
@@ -320,10 +326,99 @@ def _later(area: str, issue: int) -> None:
     raise typer.Exit(2)
 
 
-@app.command()
-def collect() -> None:
-    """Collect from devices: gnmi, snmp, nic, ebpf, pcap, lldp, jobs (issue 4)."""
-    _later("collect", 4)
+collect_app = typer.Typer(
+    help="Collect from devices: nic, pcap (gnmi, snmp, ebpf, lldp, jobs: issue 4).", no_args_is_help=True
+)
+app.add_typer(collect_app, name="collect")
+
+
+def _run_until_stopped(seconds: float | None) -> threading.Event:
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    signal.signal(signal.SIGINT, lambda *_: stop.set())
+    if seconds is not None:
+        timer = threading.Timer(seconds, stop.set)
+        timer.daemon = True
+        timer.start()
+    return stop
+
+
+@collect_app.command("nic")
+def collect_nic(
+    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 1.0,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Poll once and exit.")] = False,
+    hostname: Annotated[str | None, typer.Option(help="Device name for the rows (default: this host's).")] = None,
+    sysfs_root: Annotated[Path, typer.Option(help="Where /sys is (a container's host mount).")] = Path("/"),
+    netdev: Annotated[list[str] | None, typer.Option(help="Only these netdevs (default: every RoCE one).")] = None,
+) -> None:
+    """Poll this host's NICs: `ethtool -S` of every RoCE netdev and the RDMA port counters."""
+    import socket
+
+    from rocescope.collectors.nic import LiveHost, NicCollector
+    from rocescope.pipeline.runner import publishing
+
+    try:
+        settings = _settings()
+        host = LiveHost(sysfs_root=str(sysfs_root), netdevs=netdev or None)
+        with publishing(settings) as (producer, _):
+            collector = NicCollector(host, hostname or socket.gethostname(), producer)
+            if once:
+                batch = collector.poll()
+                producer.publish(batch)
+                polls = 1
+            else:
+                polls = collector.run(interval, _run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    console.print(f"{polls} polls of {len(collector.port_map)} RDMA ports")
+
+
+@collect_app.command("pcap")
+def collect_pcap(
+    files: Annotated[list[Path] | None, typer.Argument(help="Capture files (pcap/pcapng).")] = None,
+    interface: Annotated[str | None, typer.Option(help="Capture live on this interface instead.")] = None,
+    count: Annotated[int, typer.Option(help="Live: stop after this many packets.")] = 1000,
+    timeout: Annotated[float, typer.Option(help="Live: stop after this many seconds.")] = 10.0,
+    capture_point: Annotated[str, typer.Option(help="Where the packets were seen (host/netdev, mirror).")] = "",
+    sampling_rate: Annotated[int, typer.Option(help="1 in N packets was sampled.")] = 1,
+) -> None:
+    """Sampled RoCEv2 packets (data, ACKs, CNPs) from captures or a live interface, decoded by tshark."""
+    from rocescope.collectors.pcap import LiveInterface, PacketSource, PcapCollector, PcapFile
+    from rocescope.pipeline.runner import publishing
+
+    if not files and not interface:
+        raise typer.BadParameter("give capture files or --interface")
+    point = capture_point or interface or "import"
+    collector = PcapCollector(point, sampling_rate)
+    total = 0
+    try:
+        settings = _settings()
+        with publishing(settings) as (producer, sink_metrics):
+            sources: list[PacketSource] = [PcapFile(f) for f in files or []]
+            if interface:
+                sources.append(LiveInterface(interface, count, timeout))
+            for source in sources:
+                for batch in collector.collect(source):
+                    producer.publish(batch)
+                    total += batch.num_rows
+                source.close()
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    skipped = ", ".join(f"{n} {why}" for why, n in collector.skipped.items()) or "none"
+    console.print(
+        f"{total} RoCEv2 packets from {point}; skipped: {skipped}; "
+        f"malformed: {collector.malformed}; capture errors: {collector.source_errors}"
+    )
+    expired = sink_metrics.value("rocescope_sink_rows_expired_total") if sink_metrics else 0
+    if expired:
+        err_console.print(
+            f"[yellow]{expired:.0f} packets are older than the retention (store.ttl_days="
+            f"{settings.store.ttl_days}) and were dropped by the store; set store.ttl_days: 0 to keep old captures"
+            "[/yellow]"
+        )
+    if collector.source_errors:
+        raise typer.Exit(1)
 
 
 @app.command()

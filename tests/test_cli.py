@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -22,6 +23,8 @@ from rocescope.pipeline.tansu import Broker, free_port
 from samples import sample_batch, sample_table
 
 SUBCOMMANDS = [
+    "collect nic",
+    "collect pcap",
     "demo",
     "collect",
     "sink",
@@ -46,7 +49,7 @@ def _config(tmp_path: Path, extra: str = "") -> Path:
 
 @pytest.mark.parametrize("sub", SUBCOMMANDS)
 def test_every_subcommand_has_help(sub: str) -> None:
-    result = runner.invoke(app, [sub, "--help"])
+    result = runner.invoke(app, [*sub.split(), "--help"])
     assert result.exit_code == 0, result.output
     assert "Usage" in result.output
 
@@ -119,8 +122,8 @@ def test_findings_filters_are_bound_not_pasted(tmp_path: Path) -> None:
 
 
 def test_unbuilt_areas_say_so() -> None:
-    result = runner.invoke(app, ["collect"])
-    assert result.exit_code == 2 and "issue 4" in result.output
+    result = runner.invoke(app, ["analyze"])
+    assert result.exit_code == 2 and "issue 5" in result.output
 
 
 def test_sink_command_against_kafka(tmp_path: Path) -> None:
@@ -164,3 +167,32 @@ def test_sink_command_against_kafka(tmp_path: Path) -> None:
         broker.stop()
     result = runner.invoke(app, ["--config", str(cfg), "sql", "SELECT count() AS n FROM counters", "-f", "csv"])
     assert result.stdout.splitlines()[1] == "240"
+
+
+PCAPS = Path(__file__).parent / "fixtures" / "realdata" / "03_pcap"
+
+
+@pytest.mark.skipif(shutil.which("tshark") is None, reason="tshark is not installed (scripts/test installs it)")
+def test_collect_pcap_lands_packets_and_warns_about_retention(tmp_path: Path) -> None:
+    capture = str(PCAPS / "rdma_ib_tutorial_rdma_cm.pcap")
+    keep = str(_config(tmp_path, "  ttl_days: 0\n"))
+    result = runner.invoke(app, ["--config", keep, "collect", "pcap", capture, "--capture-point", "gpu-001/eth0"])
+    assert result.exit_code == 0, result.output
+    assert "96 RoCEv2 packets from gpu-001/eth0" in result.output
+    result = runner.invoke(app, ["--config", keep, "sql", "SELECT count() AS n FROM packets", "-f", "csv"])
+    assert result.stdout.splitlines()[1] == "96"
+
+    default_ttl = tmp_path / "ttl"
+    default_ttl.mkdir()
+    result = runner.invoke(app, ["--config", str(_config(default_ttl)), "collect", "pcap", capture])
+    assert result.exit_code == 0, result.output
+    assert "96 packets are older than the retention" in result.output
+
+
+def test_collect_nic_once_on_a_host_without_rdma(tmp_path: Path) -> None:
+    (tmp_path / "sys" / "class" / "infiniband").mkdir(parents=True)
+    (tmp_path / "sys" / "class" / "net").mkdir(parents=True)
+    cfg = str(_config(tmp_path))
+    result = runner.invoke(app, ["--config", cfg, "collect", "nic", "--once", "--sysfs-root", str(tmp_path)])
+    assert result.exit_code == 0, result.output
+    assert "1 polls of 0 RDMA ports" in result.output
