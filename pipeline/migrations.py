@@ -41,6 +41,10 @@ def _catalog_table(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("metric_catalog", 0, db)]
 
 
+def _incidents(db: str, ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("incidents", 0, db)]
+
+
 def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("sink_intents", 0, db)]
 
@@ -115,6 +119,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(3, "port_rates view", _views),
     Migration(4, "1-minute rollups", _rollups),
     Migration(5, "sink intents", _sink_state),
+    Migration(6, "incidents (ground truth)", _incidents),
 )
 
 

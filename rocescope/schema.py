@@ -217,6 +217,24 @@ FINDINGS = Table(
     settings=_DEDUP,
 )
 
+INCIDENTS = Table(
+    "incidents",
+    "Ground truth of incidents injected by the simulator (or recorded by operators), to score detectors.",
+    (
+        _str("scenario", "Scenario (or source) the incident belongs to."),
+        _lc("kind", "microburst | polarization | incast | pfc_storm | pfc_deadlock | cnp_loss | link_flap | ..."),
+        _ts("start", "When the incident began."),
+        _ts("end", "When it ended (the end of the run if it never cleared)."),
+        Column("job_ids", "Array(String)", _STR_LIST, "Jobs it hurts."),
+        Column("devices", "Array(String)", _STR_LIST, "Devices involved (root first where there is one)."),
+        Column("ports", "Array(String)", _STR_LIST, "Ports involved (device:port)."),
+        Column("priority", "Int8", pa.int8(), "Priority concerned; -1 when none."),
+        _str("description", "What was injected, for humans."),
+    ),
+    order_by=("scenario", "start"),
+    settings=_DEDUP,
+)
+
 # --- tables the store keeps for itself (not streams): the catalog, rollups, migration history
 
 METRIC_CATALOG = Table(
@@ -313,6 +331,7 @@ TABLES: Mapping[str, Table] = {
         ENDPOINTS,
         QP_OWNERS,
         FINDINGS,
+        INCIDENTS,
         METRIC_CATALOG,
         COUNTERS_1M,
         SINK_INTENTS,
