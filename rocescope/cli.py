@@ -327,7 +327,7 @@ def _later(area: str, issue: int) -> None:
 
 
 collect_app = typer.Typer(
-    help="Collect from devices: nic, pcap (gnmi, snmp, ebpf, lldp, jobs: issue 4).", no_args_is_help=True
+    help="Collect from devices: nic, pcap, snmp (gnmi, ebpf, lldp, jobs: issue 4).", no_args_is_help=True
 )
 app.add_typer(collect_app, name="collect")
 
@@ -372,6 +372,74 @@ def collect_nic(
     except RocescopeError as exc:
         raise _fail(exc) from None
     console.print(f"{polls} polls of {len(collector.port_map)} RDMA ports")
+
+
+def _snmp_targets(path: Path) -> list[object]:
+    """Devices from a YAML file (`devices: [{name, host, ...}]`); a value `env:NAME` is read from the
+    environment, so communities and v3 keys stay out of the file."""
+    import os
+
+    import yaml
+
+    from rocescope.collectors.snmp import SnmpDevice
+
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"SNMP targets {path}: {exc}") from exc
+    entries = raw.get("devices") if isinstance(raw, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"SNMP targets {path}: want `devices:` with a list of {{name, host, ...}}")
+    devices: list[object] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"SNMP targets {path}: devices[{i}] must be a mapping")
+        spec = dict(entry)
+        for key, value in spec.items():
+            if isinstance(value, str) and value.startswith("env:"):
+                if value[4:] not in os.environ:
+                    raise ConfigError(f"SNMP targets {path}: devices[{i}].{key} names unset variable {value[4:]}")
+                spec[key] = os.environ[value[4:]]
+        try:
+            devices.append(SnmpDevice.from_mapping(spec))
+        except ValueError as exc:
+            raise ConfigError(f"SNMP targets {path}: devices[{i}]: {exc}") from None
+    return devices
+
+
+@collect_app.command("snmp")
+def collect_snmp(
+    targets: Annotated[Path, typer.Option(help="YAML file: `devices: [{name, host, port, version, ...}]`.")],
+    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 10.0,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Poll every device once and exit.")] = False,
+) -> None:
+    """Poll switches over SNMP (v2c, v3): IF-MIB 64-bit counters, link state and speed, PFC MIB counters."""
+    from rocescope.collectors.snmp import SnmpCollector, SnmpDevice
+    from rocescope.pipeline.runner import publishing
+
+    try:
+        settings = _settings()
+        devices = [d for d in _snmp_targets(targets) if isinstance(d, SnmpDevice)]
+        with publishing(settings) as (producer, _):
+            collector = SnmpCollector(devices, producer)
+            if once:
+                polled = collector.poll_once()
+                for batch in polled.values():
+                    if batch is not None:
+                        producer.publish(batch)
+            else:
+                collector.run(interval, _run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    down = 0
+    for name, health in collector.health().items():
+        state = "up" if health.up else "DOWN"
+        down += not health.up
+        detail = f"; last error: {health.last_error}" if health.last_error and not health.up else ""
+        console.print(f"{name}: {state}, {health.polls} polls, {health.failures} failed{detail}", highlight=False)
+    if once and down:
+        raise typer.Exit(1)
 
 
 @collect_app.command("pcap")
