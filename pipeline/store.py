@@ -7,6 +7,7 @@ chdb reads the Arrow table in place (`Python()` table function); the server gets
 
 from __future__ import annotations
 
+import datetime as dt
 import fcntl
 import logging
 import os
@@ -56,6 +57,17 @@ def _insert_settings(dedup_token: str | None) -> dict[str, Any]:
         settings["insert_deduplication_token"] = check_token(dedup_token)
         settings["deduplicate_blocks_in_dependent_materialized_views"] = 1
     return settings
+
+
+def _bindable(params: Mapping[str, Any]) -> dict[str, Any]:
+    """Datetimes as the text ClickHouse parses for DateTime64 parameters (UTC, no offset suffix)."""
+    out: dict[str, Any] = {}
+    for name, value in params.items():
+        if isinstance(value, dt.datetime):
+            value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
+            value = value.isoformat(sep=" ")
+        out[name] = value
+    return out
 
 
 def _known_table(table: str) -> str:
@@ -122,7 +134,7 @@ class ChdbStore(_Closing):
     def _run(self, sql: str, fmt: str, params: Mapping[str, Any] | None) -> Any:
         with self._mutex:
             try:
-                return self._session.query(sql, fmt, params=dict(params) if params else None)
+                return self._session.query(sql, fmt, params=_bindable(params) if params else None)
             except Exception as exc:  # chdb raises bare RuntimeError for every SQL error
                 raise StoreError(f"chdb: {_first_line(str(exc))}") from exc
 

@@ -6,7 +6,6 @@ import logging
 import signal
 import sys
 import threading
-import time
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
@@ -16,7 +15,6 @@ import pyarrow.csv as pacsv
 import pyarrow.parquet as pq
 import typer
 from rich.console import Console
-from rich.progress import Progress
 from rich.table import Table as RichTable
 
 from rocescope import config as config_mod
@@ -268,57 +266,84 @@ def sink(
 
 @app.command()
 def demo(
-    switches: Annotated[int, typer.Option(help="Leaves in the generated fabric.")] = 4,
-    ports: Annotated[int, typer.Option(help="Ports per leaf.")] = 16,
-    seconds: Annotated[int, typer.Option(help="Seconds of 1 s polls to generate.")] = 60,
+    scenario: Annotated[str, typer.Option(help="Scenario name or YAML file (`rocescope sim list`).")] = "demo",
+    duration: Annotated[str | None, typer.Option(help="Fabric time to simulate, e.g. 10m, 90s.")] = None,
 ) -> None:
-    """Run the pipeline end to end on generated polls and show what landed.
+    """Simulate a RoCE training fabric with incidents, land its telemetry in the store, show what landed.
 
-    Until the simulator lands (issue 3) the polls come from a small generator
-    (rocescope.demo); they travel the configured transport into the configured store.
+    The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
+    incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
     """
-    from rocescope.demo import generate
-    from rocescope.pipeline.sink import Sink
-    from rocescope.pipeline.transport import InProcessBus
+    from rocescope.sim.run import run_scenario
+    from rocescope.sim.scenario import parse_duration
 
     try:
         settings = _settings()
+        seconds = parse_duration(duration) if duration else None
+        summary = run_scenario(settings, scenario, seconds, None, progress=True)
         with _store(settings) as store:
-            if settings.transport.kind == "kafka":
-                from rocescope.pipeline.kafka import KafkaTransport
-
-                transport: KafkaTransport | InProcessBus = KafkaTransport(settings.kafka)
-            else:
-                transport = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
-            transport.ensure_topics(schema.STREAMS)
-            producer = transport.producer()
-            started = time.monotonic()
-            with Progress(console=err_console, transient=True) as progress:
-                task = progress.add_task("publishing polls", total=switches * seconds)
-                for batch in generate(switches, ports, seconds):
-                    producer.publish(batch)
-                    progress.advance(task)
-            producer.flush()
-            worker = Sink(transport.consumer(settings.sink.group_id, ["counters"]), store, settings.sink)
-            worker.run(idle_exit_s=1.0 if settings.transport.kind == "inprocess" else 10.0)
-            elapsed = time.monotonic() - started
-            summary = store.query_arrow(
-                "SELECT device, count() AS values, countDistinct(port) AS ports, countDistinct(metric) AS metrics, "
-                "min(ts) AS first, max(ts) AS last FROM counters GROUP BY device ORDER BY device"
+            landed = store.query_arrow(
+                "SELECT 'counters' AS stream, count() AS rows FROM counters UNION ALL "
+                "SELECT 'links', count() FROM links UNION ALL SELECT 'endpoints', count() FROM endpoints UNION ALL "
+                "SELECT 'incidents', count() FROM incidents"
             )
-            rates = store.query_arrow(
-                "SELECT device, metric, round(avg(rate)) AS avg_rate_per_s, countIf(reset_or_wrap) AS resets "
-                "FROM port_rates WHERE metric = 'tx_bytes' GROUP BY device, metric ORDER BY device"
+            paused = store.query_arrow(
+                "SELECT device, port, priority, round(max(rate) / 1e3, 1) AS max_pause_ms_per_s FROM port_rates "
+                "WHERE metric = 'pfc_tx_pause_duration_us' AND ts >= {since:DateTime64(9, 'UTC')} "
+                "GROUP BY device, port, priority ORDER BY max_pause_ms_per_s DESC LIMIT 8",
+                {"since": summary.start},
+            )
+            incidents = store.query_arrow(
+                "SELECT kind, start, end, devices, job_ids FROM incidents WHERE scenario = {s:String} ORDER BY start",
+                {"s": summary.scenario},
             )
     except RocescopeError as exc:
         raise _fail(exc) from None
-    console.print(
-        f"[bold]landed in {settings.store.backend} at "
-        f"{settings.store.path if settings.store.backend == 'chdb' else settings.store.url}[/bold]"
-        f" in {elapsed:.1f}s: {worker.status()}"
-    )
-    write_table(summary, OutFormat.table, None)
-    write_table(rates, OutFormat.table, None)
+    where = settings.store.path if settings.store.backend == "chdb" else settings.store.url
+    console.print(f"[bold]landed in {settings.store.backend} at {where}[/bold]")
+    for line in summary.lines():
+        console.print(line, highlight=False)
+    write_table(landed, OutFormat.table, None)
+    console.print("[bold]ground truth[/bold]")
+    write_table(incidents, OutFormat.table, None)
+    console.print("[bold]ports that paused their peers the most[/bold]")
+    write_table(paused, OutFormat.table, None)
+    console.print("Next: rocescope sql \"SELECT * FROM port_rates WHERE metric = 'cnp_sent' AND rate > 0 LIMIT 20\"")
+
+
+sim_app = typer.Typer(help="The simulated RoCE fabric: scenarios with ground-truth incidents.", no_args_is_help=True)
+app.add_typer(sim_app, name="sim")
+
+
+@sim_app.command("list")
+def sim_list() -> None:
+    """The shipped scenarios."""
+    from rocescope.sim.scenario import load_scenario, scenario_names
+
+    for name in scenario_names():
+        sc = load_scenario(name)
+        kinds = ", ".join(sorted({i.kind for i in sc.incidents})) or "no incidents"
+        console.print(f"{name}: {sc.duration:g} s; {kinds}", highlight=False)
+
+
+@sim_app.command("run")
+def sim_run(
+    scenario: Annotated[str, typer.Option(help="Scenario name (`rocescope sim list`) or YAML file.")] = "demo",
+    duration: Annotated[str | None, typer.Option(help="Fabric time, e.g. 10m (default: the scenario's).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Directory for ground_truth.json and summary.json.")] = None,
+) -> None:
+    """Simulate a scenario and send its telemetry through the pipeline into the store (fast path)."""
+    from rocescope.sim.run import run_scenario
+    from rocescope.sim.scenario import parse_duration
+
+    try:
+        settings = _settings()
+        seconds = parse_duration(duration) if duration else None
+        summary = run_scenario(settings, scenario, seconds, out, progress=True)
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    for line in summary.lines():
+        console.print(line, highlight=False)
 
 
 def _later(area: str, issue: int) -> None:
@@ -505,12 +530,6 @@ def dashboards() -> None:
 def report() -> None:
     """Write the HTML incident report (issue 6)."""
     _later("report", 6)
-
-
-@app.command()
-def sim() -> None:
-    """Run the simulated fabric (issue 3)."""
-    _later("sim", 3)
 
 
 if __name__ == "__main__":

@@ -732,6 +732,11 @@ class Engine:
         self._net.cap[b] = self._line[b]
         self._reroute_all()
 
+    def set_ecmp(self, ecmp: Ecmp) -> None:
+        """Switch the fabric's ECMP hashing (e.g. to same-seed hashing for polarization); every flow reroutes."""
+        self.ecmp = ecmp
+        self._reroute_all()
+
     def link_errors(
         self, device: str, port: str, rate: float, start: float | None = None, end: float | None = None
     ) -> None:

@@ -27,6 +27,8 @@ SUBCOMMANDS = [
     "collect pcap",
     "collect snmp",
     "demo",
+    "sim list",
+    "sim run",
     "collect",
     "sink",
     "import",
@@ -75,15 +77,19 @@ def test_bad_config_is_one_clear_error(tmp_path: Path) -> None:
 
 def test_demo_then_sql_in_every_format(tmp_path: Path) -> None:
     cfg = str(_config(tmp_path))
-    result = runner.invoke(app, ["--config", cfg, "demo", "--switches", "2", "--ports", "4", "--seconds", "6"])
+    result = runner.invoke(app, ["--config", cfg, "demo", "--scenario", "incast", "--duration", "75s"])
     assert result.exit_code == 0, result.output
-    assert "leaf-r0-01" in result.output and "dead_lettered=0" in result.output
+    assert "ground truth" in result.output and "incast" in result.output
 
-    query = "SELECT device, count() AS n FROM counters WHERE device = {d:String} GROUP BY device"
-    result = runner.invoke(app, ["--config", cfg, "sql", query, "-p", "d=leaf-r1-01", "--format", "csv"])
+    query = (
+        "SELECT device, countIf(rate > 0) > 0 AS sent FROM port_rates "
+        "WHERE metric = 'cnp_sent' AND device = {d:String} GROUP BY device"
+    )
+    result = runner.invoke(app, ["--config", cfg, "sql", query, "-p", "d=gpu-016", "--format", "csv"])
     assert result.exit_code == 0, result.output
-    values_per_poll = 4 * (5 + 2 * 4)
-    assert result.stdout.splitlines() == ['"device","n"', f'"leaf-r1-01",{6 * values_per_poll}']
+    assert result.stdout.splitlines() == ['"device","sent"', '"gpu-016",1'], "the incast receiver sends CNPs"
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT kind FROM incidents", "--format", "csv"])
+    assert result.stdout.splitlines() == ['"kind"', '"incast"']
 
     result = runner.invoke(app, ["--config", cfg, "sql", "SELECT metric, kind FROM metric_catalog", "-f", "json"])
     rows = [json.loads(line) for line in result.stdout.splitlines()]

@@ -1,0 +1,237 @@
+"""The simulator's fast path: run a scenario and land its telemetry in the store through the pipeline.
+
+`run_scenario` builds the fabric (`rocescope.sim.incidents.build_world`), publishes the `links`,
+`endpoints` and `incidents` (ground truth) streams once, then runs the engine and publishes one
+`counters` Batch (every device, keyed `sim`) per poll, through `rocescope.pipeline.runner.publishing`:
+Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
+(start = now - duration): its data is fresh and inside the store's retention.
+
+`simulate` is the same run without any transport (for benchmarks): snapshots are taken and dropped,
+or handed to a callback.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import statistics
+import time
+from collections.abc import Callable
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from rocescope.config import Settings
+from rocescope.pipeline.batch import Batch
+from rocescope.pipeline.runner import publishing
+from rocescope.pipeline.transport import Producer
+from rocescope.sim.engine import Engine
+from rocescope.sim.incidents import World, build_world
+from rocescope.sim.jobs import FAR_FUTURE, endpoints_arrow
+from rocescope.sim.scenario import Scenario, load_scenario
+
+SOURCE = "sim"
+SnapshotCallback = Callable[[dt.datetime, pa.Table], None]
+
+
+@dataclass(frozen=True)
+class JobTimes:
+    """Completed iterations of one job and their communication-phase durations."""
+
+    job_id: str
+    iterations: int
+    mean_ms: float
+    p50_ms: float
+    max_ms: float
+
+
+@dataclass
+class RunSummary:
+    """What a run did: fabric time simulated, wall time, rows published per stream, jobs, incidents."""
+
+    scenario: str
+    seed: int
+    start: dt.datetime
+    end: dt.datetime
+    sim_seconds: float
+    wall_seconds: float
+    polls: int
+    rows: dict[str, int] = field(default_factory=dict)
+    jobs: list[JobTimes] = field(default_factory=list)
+    incidents: list[dict[str, Any]] = field(default_factory=list)
+    steps: dict[str, int] = field(default_factory=dict)
+    out_dir: Path | None = None
+
+    @property
+    def speed(self) -> float:
+        """Simulated seconds per wall-clock second."""
+        return self.sim_seconds / self.wall_seconds if self.wall_seconds > 0 else float("inf")
+
+    @property
+    def rows_published(self) -> int:
+        return sum(self.rows.values())
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "scenario": self.scenario,
+            "seed": self.seed,
+            "start": self.start.isoformat(),
+            "end": self.end.isoformat(),
+            "sim_seconds": self.sim_seconds,
+            "wall_seconds": round(self.wall_seconds, 3),
+            "speed_sim_s_per_wall_s": round(self.speed, 2),
+            "polls": self.polls,
+            "rows": self.rows,
+            "jobs": [vars(j) for j in self.jobs],
+            "incidents": self.incidents,
+            "steps": self.steps,
+        }
+
+    def lines(self) -> list[str]:
+        """A short human summary (for the CLI)."""
+        out = [
+            f"scenario {self.scenario} (seed {self.seed}): {self.sim_seconds:g} s of fabric time "
+            f"in {self.wall_seconds:.1f} s ({self.speed:.1f}x), "
+            f"{self.start:%Y-%m-%d %H:%M:%S} to {self.end:%H:%M:%S} UTC",
+            "rows published: " + ", ".join(f"{k} {v}" for k, v in self.rows.items()),
+        ]
+        for j in self.jobs:
+            out.append(
+                f"job {j.job_id}: {j.iterations} iterations, comm mean {j.mean_ms:.1f} ms, "
+                f"p50 {j.p50_ms:.1f} ms, max {j.max_ms:.1f} ms"
+            )
+        for inc in self.incidents:
+            out.append(f"incident {inc['kind']} {inc['start_s']:g}-{inc['end_s']:g} s: {inc['description']}")
+        if self.out_dir is not None:
+            out.append(f"ground truth: {self.out_dir / 'ground_truth.json'}")
+        return out
+
+
+def job_times(engine: Engine, job_ids: list[str]) -> list[JobTimes]:
+    out = []
+    for jid in job_ids:
+        times = [t * 1000 for t in engine.iteration_times(jid)]
+        if times:
+            out.append(JobTimes(jid, len(times), statistics.fmean(times), statistics.median(times), max(times)))
+        else:
+            out.append(JobTimes(jid, 0, 0.0, 0.0, 0.0))
+    return out
+
+
+def static_tables(world: World) -> dict[str, pa.Table]:
+    """`links`, `endpoints` (each job over its window) and `incidents` of a run, conformed."""
+    start = world.start
+    parts = []
+    for job in world.jobs:
+        lo, hi = world.windows.get(job.job_id, (0.0, world.duration_s))
+        valid_to = FAR_FUTURE if hi >= world.duration_s else start + dt.timedelta(seconds=hi)
+        parts.append(endpoints_arrow([job], world.topology, start + dt.timedelta(seconds=lo), valid_to))
+    return {
+        "links": world.topology.links_arrow(start, SOURCE),
+        "endpoints": pa.concat_tables(parts),
+        "incidents": world.incidents_arrow(),
+    }
+
+
+def _progress(enabled: bool, total: float, label: str) -> Any:
+    if not enabled:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed:.0f}/{task.total:.0f} s fabric time"),
+        TimeElapsedColumn(),
+        console=Console(stderr=True),
+        transient=False,
+    )
+
+
+def simulate(
+    world: World, on_snapshot: SnapshotCallback | None = None, progress: bool = False, snapshots: bool = True
+) -> tuple[float, int]:
+    """Run the world's engine to its duration, a counters snapshot per poll (dropped unless a callback
+    takes it). Returns (wall seconds, polls)."""
+    eng, poll = world.engine, world.scenario.poll_interval_s
+    polls = 0
+    with _progress(progress, world.duration_s, world.scenario.name) as bar:
+        task = bar.add_task(world.scenario.name, total=world.duration_s) if bar is not None else None
+
+        def on_poll(ts: dt.datetime, engine: Engine) -> None:
+            nonlocal polls
+            polls += 1
+            if snapshots:
+                table = engine.snapshot(ts)
+                if on_snapshot is not None:
+                    on_snapshot(ts, table)
+            if bar is not None:
+                bar.update(task, completed=min(engine.now, world.duration_s))
+
+        t0 = time.perf_counter()
+        eng.run(world.duration_s, on_poll, poll)
+        wall = time.perf_counter() - t0
+    return wall, polls
+
+
+def _publish(producer: Producer, stream: str, table: pa.Table, key: str, rows: dict[str, int]) -> None:
+    for rb in table.to_batches():
+        if rb.num_rows:
+            producer.publish(Batch(stream, rb, key))
+            rows[stream] = rows.get(stream, 0) + rb.num_rows
+
+
+def run_scenario(
+    settings: Settings,
+    scenario: str | Path | Scenario,
+    duration_s: float | None = None,
+    out_dir: Path | None = None,
+    progress: bool = False,
+) -> RunSummary:
+    """Run a scenario (shipped name, YAML path, or a loaded `Scenario`) for `duration_s` of fabric
+    time (default: the scenario's), landing everything through the configured transport/store.
+
+    With `out_dir`, writes `ground_truth.json` (and `summary.json`) there. The run ends now.
+    """
+    sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    duration = float(duration_s if duration_s is not None else sc.duration)
+    end = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    world = build_world(sc, duration, end - dt.timedelta(seconds=duration))
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        (out_dir / "ground_truth.json").write_text(json.dumps(world.ground_truth(), indent=2) + "\n")
+    rows: dict[str, int] = {}
+    t0 = time.perf_counter()
+    with publishing(settings) as (producer, _metrics):
+        for stream, table in static_tables(world).items():
+            _publish(producer, stream, table, SOURCE, rows)
+        for stream in ("links", "endpoints", "incidents", "counters"):
+            rows.setdefault(stream, 0)
+
+        def land(_ts: dt.datetime, table: pa.Table) -> None:
+            _publish(producer, "counters", table, SOURCE, rows)
+
+        _, polls = simulate(world, land, progress)
+    wall = time.perf_counter() - t0
+    eng = world.engine
+    summary = RunSummary(
+        scenario=sc.name,
+        seed=sc.seed,
+        start=world.start,
+        end=world.start + dt.timedelta(seconds=duration),
+        sim_seconds=eng.now,
+        wall_seconds=wall,
+        polls=polls,
+        rows=rows,
+        jobs=job_times(eng, [j.job_id for j in world.jobs]),
+        incidents=world.ground_truth()["incidents"],
+        steps=eng.step_stats(),
+        out_dir=out_dir,
+    )
+    if out_dir is not None:
+        (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
+    return summary

@@ -1,0 +1,325 @@
+"""Scenario files: a fabric, jobs, hashing, a seed, a duration and a list of incidents, as small YAML.
+
+A scenario is validated in full before anything is built; a bad file raises `ScenarioError` with one
+line per problem, naming the key (`incidents.1.senders: Input should be ...`). Durations and times
+are seconds or strings like `90s`, `2m`, `1m30s`, `500ms`, `1h`.
+
+The shipped scenarios live next to this module in `scenarios/` (`baseline`, one per incident kind,
+`bad_day`, `demo`); `load_scenario("incast")` finds them by name, anything else is read as a path.
+
+    name: incast
+    seed: 11
+    duration: 2m
+    fabric: {hosts: 16, rails: 2, spines: 2}
+    jobs:
+      - {name: llm-a, namespace: team-a, hosts: 16}
+    incidents:
+      - {kind: incast, start: 30s, end: 90s, receiver: gpu-016, rail: 0, senders: 8}
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+from typing import Annotated, Any, Literal
+
+import yaml
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
+
+from rocescope.errors import SimError
+from rocescope.sim.ecmp import HashFunction, HashingMode
+from rocescope.sim.jobs import MiB, Placement
+from rocescope.sim.params import EngineParams
+from rocescope.sim.topology import FabricSpec
+
+SCENARIO_DIR = "scenarios"
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)")
+
+
+class ScenarioError(SimError):
+    """A scenario file that is missing, unreadable or invalid."""
+
+
+def parse_duration(value: object) -> float:
+    """Seconds from a number or a string like `10m`, `90s`, `1m30s`, `250ms`, `1.5h`."""
+    if isinstance(value, bool):
+        raise ValueError("a duration is a number of seconds or a string like '10m'")
+    if isinstance(value, int | float):
+        seconds = float(value)
+    elif isinstance(value, str):
+        text = value.strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = _PART.findall(text)
+            if not parts or _PART.sub("", text).strip():
+                raise ValueError(f"{value!r} is not a duration (e.g. 90, 90s, 2m, 1m30s, 500ms)") from None
+            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
+    else:
+        raise ValueError("a duration is a number of seconds or a string like '10m'")
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    return seconds
+
+
+Seconds = Annotated[float, BeforeValidator(parse_duration)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class FabricModel(_Model):
+    """`FabricSpec` numbers (see `rocescope.sim.topology`)."""
+
+    hosts: int = 32
+    rails: int = 4
+    spines: int = 2
+    leaves_per_rail: int | None = None
+    host_ports_per_leaf: int = 32
+    host_speed_gbps: int = 400
+    uplink_speed_gbps: int = 400
+    uplinks_per_spine: int = 1
+    rail_optimized: bool = True
+
+    def spec(self) -> FabricSpec:
+        return FabricSpec(**self.model_dump())
+
+
+class JobModel(_Model):
+    """A training job (`JobSpec`) and how its hosts are picked."""
+
+    name: str
+    namespace: str = "default"
+    hosts: int = Field(ge=1)
+    placement: Placement = "contiguous"
+    rails: tuple[int, ...] | None = None
+    message_mib: float = Field(256, ge=0)
+    compute_ms: float = Field(100, ge=0)
+    qps_per_connection: int = Field(1, ge=1)
+    cross_rail_flows: int = Field(0, ge=0)
+    cross_rail_mib: float = Field(8, ge=0)
+
+
+class _Incident(_Model):
+    #: Seconds of fabric time since the run started.
+    start: Seconds = 0.0
+    #: None: until the end of the run.
+    end: Seconds | None = None
+    #: Free text for the ground truth; a default description is generated otherwise.
+    description: str | None = None
+
+    @model_validator(mode="after")
+    def _window(self) -> _Incident:
+        if self.end is not None and self.end <= self.start:
+            raise ValueError(f"end ({self.end} s) must be after start ({self.start} s)")
+        return self
+
+
+class _Traffic(_Incident):
+    """Extra traffic from `senders` hosts to one receiver NIC (`receiver` host, `rail`)."""
+
+    receiver: str
+    rail: int = Field(0, ge=0)
+    #: How many senders (the hosts after the receiver, in name order), or their names.
+    senders: int | list[str] = 8
+    #: Name of the job the extra traffic belongs to (namespace `background`); default `<kind>-<n>`.
+    job: str | None = None
+
+
+class Incast(_Traffic):
+    kind: Literal["incast"]
+    #: Bytes each sender moves per transfer (back to back while the window lasts).
+    mib_per_sender: float = Field(64, gt=0)
+
+
+class Microburst(_Traffic):
+    kind: Literal["microburst"]
+    #: Length of one burst and time between burst starts.
+    burst: Seconds = 0.02
+    period: Seconds = 1.0
+
+    @model_validator(mode="after")
+    def _burst(self) -> Microburst:
+        if not 0 < self.burst < self.period:
+            raise ValueError("need 0 < burst < period")
+        return self
+
+
+class PfcStorm(_Incident):
+    kind: Literal["pfc_storm"]
+    #: The port that keeps sending pause frames: a NIC (`gpu-005`, `eth0`) or a switch port.
+    device: str
+    port: str
+    fraction: float = Field(1.0, ge=0, le=1)
+    priority: int | None = Field(None, ge=0, le=7)
+
+
+class PfcDeadlock(_Incident):
+    """Traffic between two leaves of a rail forced round leaf-spine-leaf-spine (a bad reroute)."""
+
+    kind: Literal["pfc_deadlock"]
+    rail: int = Field(0, ge=0)
+    #: The two leaves (default: the first two of the rail) and the two spines (default: the first two).
+    leaves: tuple[str, str] | None = None
+    spines: tuple[str, str] | None = None
+    job: str | None = None
+
+
+class CnpLoss(_Incident):
+    kind: Literal["cnp_loss"]
+    #: The sender NIC that loses CNPs.
+    host: str
+    rail: int = Field(0, ge=0)
+    fraction: float = Field(1.0, ge=0, le=1)
+    ignored: bool = False
+
+
+class Polarization(_Incident):
+    """Every switch hashes with the same function and seed for the window."""
+
+    kind: Literal["polarization"]
+    function: HashFunction = "crc32"
+
+
+class LinkFlap(_Incident):
+    kind: Literal["link_flap"]
+    device: str
+    port: str
+    #: The link goes down for `down` at the start of every `period` of the window.
+    period: Seconds = 10.0
+    down: Seconds = 1.0
+    #: Degraded optics: fraction of frames failing their FCS while up during the window.
+    error_rate: float = Field(0.0, ge=0, lt=1)
+
+    @model_validator(mode="after")
+    def _flap(self) -> LinkFlap:
+        if not 0 < self.down < self.period:
+            raise ValueError("need 0 < down < period")
+        return self
+
+
+class PfcMisconfig(_Incident):
+    """PFC not enabled on the lossless priority of one switch ingress port."""
+
+    kind: Literal["pfc_misconfig"]
+    device: str
+    port: str
+    priority: int | None = Field(None, ge=0, le=7)
+
+
+IncidentModel = Annotated[
+    Incast | Microburst | PfcStorm | PfcDeadlock | CnpLoss | Polarization | LinkFlap | PfcMisconfig,
+    Field(discriminator="kind"),
+]
+INCIDENT_KINDS: tuple[str, ...] = (
+    "incast",
+    "microburst",
+    "pfc_storm",
+    "pfc_deadlock",
+    "cnp_loss",
+    "polarization",
+    "link_flap",
+    "pfc_misconfig",
+)
+
+
+class Scenario(_Model):
+    """One reproducible run: everything follows from these values and the seed."""
+
+    name: str
+    description: str = ""
+    seed: int = 0
+    duration: Seconds = 600.0
+    poll_interval_s: float = Field(1.0, gt=0)
+    hashing: HashingMode = "random"
+    hash_function: HashFunction = "crc32"
+    #: Jobs start at seeded offsets in their first compute gap (not in lock step).
+    stagger: bool = True
+    fabric: FabricModel = FabricModel()
+    #: `EngineParams` overrides (e.g. `dcqcn: false`, `buffer_bytes: ...`).
+    params: dict[str, Any] = Field(default_factory=dict)
+    jobs: list[JobModel] = Field(min_length=1)
+    incidents: list[IncidentModel] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _check(self) -> Scenario:
+        if self.duration <= 0:
+            raise ValueError("duration must be positive")
+        try:
+            self.fabric.spec()
+        except SimError as exc:
+            raise ValueError(f"fabric: {exc}") from None
+        try:
+            EngineParams(**self.params)
+        except (SimError, TypeError) as exc:
+            raise ValueError(f"params: {exc}") from None
+        names = [f"{j.namespace}/{j.name}" for j in self.jobs]
+        if len(set(names)) != len(names):
+            raise ValueError(f"job ids must be unique, got {names}")
+        if sum(j.hosts for j in self.jobs) > self.fabric.hosts:
+            raise ValueError(f"jobs need {sum(j.hosts for j in self.jobs)} hosts, the fabric has {self.fabric.hosts}")
+        return self
+
+    def engine_params(self) -> EngineParams:
+        return EngineParams(**self.params)
+
+
+def message_bytes(mib: float) -> int:
+    return round(mib * MiB)
+
+
+def _describe(exc: ValidationError) -> str:
+    """One line per problem, `incidents.1.senders: ...`: the union tag pydantic adds is dropped."""
+    problems = []
+    for err in exc.errors():
+        loc = list(err["loc"])
+        if len(loc) >= 3 and loc[0] == "incidents" and loc[2] in INCIDENT_KINDS:
+            del loc[2]
+        key = ".".join(str(p) for p in loc) or "(top level)"
+        reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+        problems.append(f"{key}: {reason}")
+    return "; ".join(problems)
+
+
+def parse_scenario(data: object, where: str = "scenario") -> Scenario:
+    """Validate a scenario given as a mapping (e.g. parsed YAML)."""
+    if not isinstance(data, dict):
+        raise ScenarioError(f"{where}: the top level must be a mapping, not {type(data).__name__}")
+    try:
+        return Scenario.model_validate(data)
+    except ValidationError as exc:
+        raise ScenarioError(f"invalid scenario {where}: {_describe(exc)}") from None
+
+
+def scenario_names() -> list[str]:
+    """Names of the scenarios shipped with rocescope."""
+    root = resources.files("rocescope.sim").joinpath(SCENARIO_DIR)
+    return sorted(p.name.removesuffix(".yaml") for p in root.iterdir() if p.name.endswith(".yaml"))
+
+
+def scenario_text(scenario: str | Path) -> tuple[str, str]:
+    """(YAML text, where it came from) of a shipped scenario name or a file path."""
+    if isinstance(scenario, str) and re.fullmatch(r"[a-z0-9_]+", scenario):
+        res = resources.files("rocescope.sim").joinpath(SCENARIO_DIR, f"{scenario}.yaml")
+        if res.is_file():
+            return res.read_text(), f"{scenario} (shipped)"
+        if not Path(scenario).exists():
+            raise ScenarioError(f"no scenario {scenario!r}; shipped: {', '.join(scenario_names())}, or give a file")
+    path = Path(scenario)
+    try:
+        return path.read_text(), str(path)
+    except OSError as exc:
+        raise ScenarioError(f"cannot read scenario file {path}: {exc.strerror or exc}") from None
+
+
+def load_scenario(scenario: str | Path) -> Scenario:
+    """A shipped scenario by name (`incast`), or a YAML file by path; validated."""
+    text, where = scenario_text(scenario)
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ScenarioError(f"scenario {where} is not valid YAML: {exc}") from None
+    return parse_scenario(data, where)
