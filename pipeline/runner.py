@@ -8,11 +8,13 @@ command collects and lands data with nothing else running.
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
 from rocescope import schema
 from rocescope.config import Settings
+from rocescope.errors import StoreError
 from rocescope.pipeline.metrics import SinkMetrics
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
@@ -48,15 +50,15 @@ def publishing(settings: Settings) -> Iterator[tuple[Producer, SinkMetrics | Non
         try:
             yield bus.producer(), sink.metrics
         finally:
-            _drain(bus, sink)
+            _drain(sink, worker)
             stop.set()
             worker.join()
+            if sink.consumer.lag() or sink.buffered_rows():
+                raise StoreError(f"embedded sink stopped before landing everything: {sink.status()}")
 
 
-def _drain(bus: InProcessBus, sink: Sink) -> None:
-    """Wait until the sink has consumed everything published (it flushes on stop)."""
-    import time
-
+def _drain(sink: Sink, worker: threading.Thread) -> None:
+    """Wait until the sink has consumed everything published (it flushes on stop), or has died."""
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and sink.consumer.lag() > 0:
+    while time.monotonic() < deadline and worker.is_alive() and sink.consumer.lag() > 0:
         time.sleep(0.05)
