@@ -56,6 +56,7 @@ from rocescope.collectors.nic_host import (
 )
 from rocescope.errors import RocescopeError
 from rocescope.pipeline.batch import Batch, conform
+from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.transport import Producer
 
 __all__ = [
@@ -157,11 +158,11 @@ def _link_rows(link: LinkState, out: Normalized, state_name: str, speed_name: st
         out.raw_names.append(speed_name)
 
 
-class NicMetrics:
+class NicMetrics(SelfMetrics):
     """Self-metrics of one NIC collector, in its own registry (several collectors never share counters)."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
-        self.registry = registry or CollectorRegistry()
+        super().__init__(registry)
         r = self.registry
         self.polls = Counter("rocescope_nic_polls", "Polls of the host.", registry=r)
         self.poll_seconds = Histogram(
@@ -192,15 +193,6 @@ class NicMetrics:
         )
         self.publish_errors = Counter("rocescope_nic_publish_errors", "Batches the producer refused.", registry=r)
         self.overruns = Counter("rocescope_nic_overruns", "Poll ticks skipped because a poll ran late.", registry=r)
-
-    def value(self, name: str, **labels: str) -> float:
-        """Current value of a sample (summed over the other labels), for logs and tests."""
-        total = 0.0
-        for metric in self.registry.collect():
-            for sample in metric.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
 
 
 @dataclass

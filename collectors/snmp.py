@@ -68,6 +68,7 @@ from rocescope.collectors.snmp_agent import (
     run_sync,
 )
 from rocescope.pipeline.batch import Batch, conform
+from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.transport import Producer
 
 __all__ = [
@@ -289,11 +290,11 @@ class DeviceHealth:
     failures: int = 0
 
 
-class SnmpMetrics:
+class SnmpMetrics(SelfMetrics):
     """Self-metrics of one SNMP collector, in its own registry."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
-        self.registry = registry or CollectorRegistry()
+        super().__init__(registry)
         r = self.registry
         self.polls = Counter("rocescope_snmp_polls", "Device polls that produced a batch.", ["device"], registry=r)
         self.failures = Counter("rocescope_snmp_poll_failures", "Device polls that failed.", ["device"], registry=r)
@@ -336,15 +337,6 @@ class SnmpMetrics:
         self.overruns = Counter(
             "rocescope_snmp_overruns", "Poll ticks skipped because a poll ran late.", ["device"], registry=r
         )
-
-    def value(self, name: str, **labels: str) -> float:
-        """Current value of a sample (summed over the other labels), for logs and tests."""
-        total = 0.0
-        for metric in self.registry.collect():
-            for sample in metric.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
 
 
 # --- normalization -------------------------------------------------------------------------------

@@ -5,11 +5,31 @@ from __future__ import annotations
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
 
 
-class SinkMetrics:
-    """One registry per sink, so several sinks (tests, benchmarks) never share counters."""
+class SelfMetrics:
+    """A private registry per component, so several of them (tests, benchmarks) never share counters."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         self.registry = registry or CollectorRegistry()
+
+    def serve(self, host: str, port: int) -> None:
+        """Expose /metrics; binds to loopback unless configured otherwise."""
+        start_http_server(port, addr=host, registry=self.registry)
+
+    def value(self, name: str, **labels: str) -> float:
+        """Current value of a sample (summed over the other labels), for logs and tests."""
+        total = 0.0
+        for metric in self.registry.collect():
+            for sample in metric.samples:
+                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
+                    total += sample.value
+        return total
+
+
+class SinkMetrics(SelfMetrics):
+    """The sink's own metrics: consumed, inserted, dead-lettered, lag, insert latency."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        super().__init__(registry)
         r = self.registry
         self.consumed = Counter(
             "rocescope_sink_messages_consumed", "Messages read from the transport.", ["stream"], registry=r
@@ -35,16 +55,3 @@ class SinkMetrics:
             "rocescope_sink_lag_messages", "Messages behind the end of the assigned partitions.", registry=r
         )
         self.buffered_rows = Gauge("rocescope_sink_buffered_rows", "Rows waiting for the next insert.", registry=r)
-
-    def serve(self, host: str, port: int) -> None:
-        """Expose /metrics; binds to loopback unless configured otherwise."""
-        start_http_server(port, addr=host, registry=self.registry)
-
-    def value(self, name: str, **labels: str) -> float:
-        """Current value of a sample, for logs and tests."""
-        total = 0.0
-        for metric in self.registry.collect():
-            for sample in metric.samples:
-                if sample.name == name and all(sample.labels.get(k) == v for k, v in labels.items()):
-                    total += sample.value
-        return total
