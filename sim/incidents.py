@@ -404,7 +404,7 @@ def build_world(scenario: Scenario, duration_s: float | None = None, start: dt.d
     if duration <= 0:
         raise ScenarioError("duration must be positive")
     run_start = start or dt.datetime.now(dt.UTC) - dt.timedelta(seconds=duration)
-    topo = Topology(scenario.fabric.spec())
+    topo = Topology(scenario.fabric)
     seed = scenario.seed
     jobs = place(topo, scenario.jobs, seed)
     qps = QpAllocator(seed)
