@@ -49,23 +49,30 @@ def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("sink_intents", 0, db)]
 
 
-def port_rates_sql(db: str) -> str:
-    """Per-second rates of counter metrics between consecutive samples of one series.
+def counter_delta_sql(value: str = "value", prev: str = "prev_value") -> str:
+    """The increase of a counter between two samples, as SQL: wraps unwrapped, a reset counts from zero.
 
     A drop is a 32-bit wrap when the previous value was in the top quarter of 2^32 and the new one
     in the bottom quarter, a 64-bit wrap above 2^63; any other drop is a reset (device reboot,
-    counter clear) and the rate is the new value over the interval, never negative. Duplicate
-    samples (same timestamp) and the first sample of a series give no rate.
+    counter clear) and the increase is the new value: never negative.
     """
     w32, w64 = _WRAP32, _WRAP64
+    return f"""multiIf(
+        {value} >= {prev}, {value} - {prev},
+        {prev} >= {w32 * 3 // 4} AND {prev} < {w32} AND {value} < {w32 // 4}, {value} + {w32} - {prev},
+        {prev} >= {w64 // 2}, {value} + {w64} - {prev},
+        {value}
+    )"""
+
+
+def port_rates_sql(db: str) -> str:
+    """Per-second rates of counter metrics between consecutive samples of one series (wraps and resets
+    as `counter_delta_sql`, never negative). Duplicate samples (same timestamp) and the first sample
+    of a series give no rate.
+    """
     return f"""CREATE OR REPLACE VIEW `{db}`.`port_rates` AS
 SELECT ts, device, role, port, priority, metric, source, value, dt_s,
-    multiIf(
-        delta >= 0, delta,
-        prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4}, value + {w32} - prev_value,
-        prev_value >= {w64 // 2}, value + {w64} - prev_value,
-        value
-    ) / dt_s AS rate,
+    {counter_delta_sql()} / dt_s AS rate,
     delta < 0 AS reset_or_wrap
 FROM
 (

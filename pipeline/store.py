@@ -59,15 +59,21 @@ def _insert_settings(dedup_token: str | None) -> dict[str, Any]:
     return settings
 
 
+def _param_text(value: Any, nested: bool = False) -> Any:
+    """A parameter as the text ClickHouse parses: datetimes in UTC without offset suffix; arrays as
+    `['a', 'b']` literals with quotes and backslashes escaped (chdb binds only scalars itself)."""
+    if isinstance(value, dt.datetime):
+        value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
+        value = value.isoformat(sep=" ")
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(str(_param_text(v, nested=True)) for v in value) + "]"
+    if nested and isinstance(value, str):
+        return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    return value
+
+
 def _bindable(params: Mapping[str, Any]) -> dict[str, Any]:
-    """Datetimes as the text ClickHouse parses for DateTime64 parameters (UTC, no offset suffix)."""
-    out: dict[str, Any] = {}
-    for name, value in params.items():
-        if isinstance(value, dt.datetime):
-            value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
-            value = value.isoformat(sep=" ")
-        out[name] = value
-    return out
+    return {name: _param_text(value) for name, value in params.items()}
 
 
 def _known_table(table: str) -> str:

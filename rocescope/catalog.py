@@ -365,6 +365,14 @@ METRICS: tuple[Metric, ...] = (
     _m("port_xmit_wait", "ticks", "counter",
        "Ticks the port had data to send but could not (paused or no credit).",
        ib_port=("port_xmit_wait",)),
+    # --- host kernel (eBPF, rocescope.collectors.ebpf): no vendor names; the dimension is in `port`
+    _m("host_drops", "packets", "counter",
+       "Packets the host kernel dropped (tracepoint skb:kfree_skb); port = `reason:<skb_drop_reason>`."),
+    _m("tcp_retransmits", "segments", "counter",
+       "TCP segments the host retransmitted (tracepoint tcp:tcp_retransmit_skb); port = `peer:<address>`."),
+    _m("roce_rx_qp_packets", "packets", "counter",
+       "RoCEv2 packets the kernel received (XDP) by dest QP, ECN and BTH opcode; "
+       "port = `<netdev>/qp<n>/ecn<e>/op<o>`."),
     # --- link state and PHY
     _m("port_speed_bps", "bps", "gauge", "Port speed (ifHighSpeed is in Mb/s: scaled by 1e6).",
        scales={"ifHighSpeed": 1e6}, snmp=("ifHighSpeed",)),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import logging
 import signal
 import sys
@@ -200,24 +201,48 @@ def _read_file(path: Path) -> pa.Table:
     raise DecodeError(f"{path}: unknown file type (want .parquet, .arrow or .csv)")
 
 
+def _since(text: str) -> dt.datetime:
+    """`15m`, `2h`, `90s` (that long ago) or an ISO time (UTC when it has no offset)."""
+    from rocescope.sim.scenario import parse_duration
+
+    now = dt.datetime.now(dt.UTC)
+    if text == "now":
+        return now
+    try:
+        return now - dt.timedelta(seconds=parse_duration(text))
+    except (ValueError, RocescopeError):
+        pass
+    try:
+        at = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise ConfigError(f"not a time or duration: {text!r} (want e.g. 15m, 2h, 2026-11-22T10:00:00)") from None
+    return at if at.tzinfo else at.replace(tzinfo=dt.UTC)
+
+
 @app.command()
 def findings(
     job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
     kind: Annotated[str | None, typer.Option(help="Only this kind (pfc_storm, incast...).")] = None,
-    limit: Annotated[int, typer.Option()] = 50,
+    since: Annotated[str, typer.Option(help="Findings still open at or after this (15m, 2h, ISO time).")] = "24h",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
+    limit: Annotated[int, typer.Option()] = 500,
 ) -> None:
-    """List findings, newest first."""
-    query = (
-        "SELECT start, end, kind, severity, job_ids, devices, ports, summary FROM findings "
-        "WHERE ({job:String} = '' OR has(job_ids, {job:String})) AND ({kind:String} = '' OR kind = {kind:String}) "
-        "ORDER BY start DESC LIMIT {limit:UInt32}"
-    )
+    """Findings grouped per training job, the worst job and the worst finding first."""
+    from rocescope.analysis.present import findings_json, findings_tables, load_findings
+
     try:
+        when = _since(since)
         with _store(_settings()) as store:
-            result = store.query_arrow(query, {"job": job or "", "kind": kind or "", "limit": limit})
+            rows = load_findings(store, when, job or "", kind or "", limit)
     except RocescopeError as exc:
         raise _fail(exc) from None
-    write_table(result, OutFormat.table, None, limit)
+    if as_json:
+        sys.stdout.write(findings_json(rows) + "\n")
+        return
+    if not rows:
+        console.print(f"no findings since {when:%Y-%m-%d %H:%M:%S} UTC")
+    for table in findings_tables(rows):
+        console.print(table)
 
 
 @app.command()
@@ -269,11 +294,15 @@ def demo(
     scenario: Annotated[str, typer.Option(help="Scenario name or YAML file (`rocescope sim list`).")] = "demo",
     duration: Annotated[str | None, typer.Option(help="Fabric time to simulate, e.g. 10m, 90s.")] = None,
 ) -> None:
-    """Simulate a RoCE training fabric with incidents, land its telemetry in the store, show what landed.
+    """Simulate a RoCE training fabric with incidents, land its telemetry in the store, analyze it, and show
+    the findings per training job next to the ground truth.
 
     The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
     incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
     """
+    from rocescope.analysis.frames import Window
+    from rocescope.analysis.present import findings_tables, load_findings
+    from rocescope.analysis.run import analyze as run_analysis
     from rocescope.sim.run import run_scenario
     from rocescope.sim.scenario import parse_duration
 
@@ -297,6 +326,8 @@ def demo(
                 "SELECT kind, start, end, devices, job_ids FROM incidents WHERE scenario = {s:String} ORDER BY start",
                 {"s": summary.scenario},
             )
+            result = run_analysis(store, Window(summary.start, summary.end), settings.analysis, progress=True)
+            rows = load_findings(store, summary.start)
     except RocescopeError as exc:
         raise _fail(exc) from None
     where = settings.store.path if settings.store.backend == "chdb" else settings.store.url
@@ -308,7 +339,16 @@ def demo(
     write_table(incidents, OutFormat.table, None)
     console.print("[bold]ports that paused their peers the most[/bold]")
     write_table(paused, OutFormat.table, None)
-    console.print("Next: rocescope sql \"SELECT * FROM port_rates WHERE metric = 'cnp_sent' AND rate > 0 LIMIT 20\"")
+    console.print(f"[bold]findings per training job[/bold] (analysis took {result.total_seconds:.1f} s)")
+    for table in findings_tables(rows):
+        console.print(table)
+    if not rows:
+        console.print("no findings")
+    console.print(
+        'Next: rocescope findings --job <job> --json | rocescope sql "SELECT * FROM findings" | '
+        "rocescope sql \"SELECT * FROM port_rates WHERE metric = 'cnp_sent' AND rate > 0 LIMIT 20\"",
+        highlight=False,
+    )
 
 
 sim_app = typer.Typer(help="The simulated RoCE fabric: scenarios with ground-truth incidents.", no_args_is_help=True)
@@ -352,7 +392,7 @@ def _later(area: str, issue: int) -> None:
 
 
 collect_app = typer.Typer(
-    help="Collect from devices: nic, pcap, snmp (gnmi, ebpf, lldp, jobs: issue 4).", no_args_is_help=True
+    help="Collect from devices: nic, pcap, snmp, ebpf, gnmi (lldp, jobs: issue 4).", no_args_is_help=True
 )
 app.add_typer(collect_app, name="collect")
 
@@ -397,6 +437,45 @@ def collect_nic(
     except RocescopeError as exc:
         raise _fail(exc) from None
     console.print(f"{polls} polls of {len(collector.port_map)} RDMA ports")
+
+
+@collect_app.command("ebpf")
+def collect_ebpf(
+    interface: Annotated[
+        list[str] | None, typer.Option(help="Count RoCEv2 packets per QP here with XDP (repeatable).")
+    ] = None,
+    interval: Annotated[float, typer.Option(help="Seconds between polls of the BPF maps.")] = 1.0,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Attach, count for one interval, poll once and exit.")] = False,
+    hostname: Annotated[str | None, typer.Option(help="Device name for the rows (default: this host's).")] = None,
+) -> None:
+    """eBPF (bcc): host drops by reason, TCP retransmits by peer, RoCEv2 packets per QP (XDP), QP owners."""
+    import socket
+
+    from rocescope.collectors.ebpf import EbpfCollector
+    from rocescope.pipeline.runner import publishing
+
+    try:
+        settings = _settings()
+        with publishing(settings) as (producer, _):
+            collector = EbpfCollector(hostname or socket.gethostname(), producer, interfaces=interface or ())
+            with collector:
+                if once:
+                    threading.Event().wait(interval)
+                    for batch in collector.poll():
+                        if batch.num_rows:
+                            producer.publish(batch)
+                    polls = 1
+                else:
+                    polls = collector.run(interval, _run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    counters = collector.metrics.value("rocescope_ebpf_rows_total", stream="counters")
+    owners = collector.metrics.value("rocescope_ebpf_rows_total", stream="qp_owners")
+    console.print(
+        f"{polls} polls; {counters:.0f} counter rows, {owners:.0f} QP owner rows (QP source: {collector.qp_mode})",
+        highlight=False,
+    )
 
 
 def _snmp_targets(path: Path) -> list[object]:
@@ -467,6 +546,50 @@ def collect_snmp(
         raise typer.Exit(1)
 
 
+@collect_app.command("gnmi")
+def collect_gnmi(
+    targets: Annotated[Path, typer.Option(help="YAML file: `targets: [{name, address, vendor, paths, ...}]`.")],
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+    once: Annotated[bool, typer.Option("--once", help="Print every target's first full sample; ship nothing.")] = False,
+    limit: Annotated[int, typer.Option(help="--once: rows shown.")] = 200,
+) -> None:
+    """Stream switch counters over gNMI (Subscribe STREAM/SAMPLE): SONiC COUNTERS_DB, OpenConfig, SR Linux."""
+    from rocescope.collectors.gnmi import GnmiCollector, load_targets
+    from rocescope.pipeline.runner import publishing
+
+    try:
+        devices = load_targets(targets)
+        if once:
+            collector = GnmiCollector(devices)
+            batches = collector.collect_once()
+            if batches:
+                rows = pa.Table.from_batches([b.data for b in batches]).select(
+                    ["ts", "device", "port", "priority", "metric", "value", "raw_name"]
+                )
+                rows = pa.table({n: c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c
+                                 for n, c in zip(rows.column_names, rows.columns, strict=True)})  # fmt: skip
+                rows = rows.sort_by([("device", "ascending"), ("port", "ascending"), ("metric", "ascending")])
+                write_table(rows, OutFormat.table, None, limit)
+        else:
+            with publishing(_settings()) as (producer, _):
+                collector = GnmiCollector(devices, producer)
+                collector.run(_run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    down = 0
+    for name, h in collector.health().items():
+        ok = h.synced and (h.connected or once) and h.last_error is None
+        down += not ok
+        detail = f"; last error: {h.last_error}" if h.last_error else ""
+        console.print(
+            f"{name}: {'up' if ok else 'DOWN'}, {h.values} values ({h.unknown} unknown, {h.malformed} malformed), "
+            f"{h.errors} stream errors, {h.reconnects} reconnects{detail}",
+            highlight=False,
+        )
+    if once and down:
+        raise typer.Exit(1)
+
+
 @collect_app.command("pcap")
 def collect_pcap(
     files: Annotated[list[Path] | None, typer.Argument(help="Capture files (pcap/pcapng).")] = None,
@@ -515,9 +638,110 @@ def collect_pcap(
 
 
 @app.command()
-def analyze() -> None:
-    """Run the detectors over a window and write findings (issue 5)."""
-    _later("analyze", 5)
+def analyze(
+    since: Annotated[
+        str | None,
+        typer.Option("--from", help="Window start: 15m, 2h (ago) or ISO time (default: analysis.window_minutes)."),
+    ] = None,
+    until: Annotated[str, typer.Option("--to", help="Window end (default: now).")] = "now",
+    detector: Annotated[list[str] | None, typer.Option(help="Only these detectors (repeatable).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Keep analyzing the latest window.")] = False,
+    every: Annotated[str | None, typer.Option(help="Period in follow mode (default: analysis.follow_every_s).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print findings, do not write them.")] = False,
+) -> None:
+    """Run the detectors over a window and replace that window's findings in the store."""
+    from rocescope.analysis.frames import Window
+    from rocescope.analysis.present import findings_tables
+    from rocescope.analysis.run import analyze as run_analysis
+    from rocescope.sim.scenario import parse_duration
+
+    try:
+        settings = _settings()
+        cfg = settings.analysis
+        span = dt.timedelta(minutes=cfg.window_minutes)
+        period = parse_duration(every) if every else cfg.follow_every_s
+        stop = _run_until_stopped(None) if follow else threading.Event()
+        with _store(settings) as store:
+            while True:
+                end = _since(until)
+                start = _since(since) if since and not follow else end - span
+                window = Window(start, end)
+                result = run_analysis(store, window, cfg, detector, write=not dry_run, progress=not follow)
+                rows = [
+                    {**vars(f), "ports": list(f.ports), "devices": list(f.devices), "job_ids": list(f.job_ids)}
+                    for f in result.findings
+                ]
+                console.print(
+                    f"{window}: {len(result.findings)} finding(s) in {result.total_seconds:.1f} s"
+                    + ("" if dry_run else f", {result.written} written")
+                    + (f"; [red]failed: {', '.join(result.failed)}[/red]" if result.failed else ""),
+                    highlight=False,
+                )
+                if not follow:
+                    for table in findings_tables(rows):
+                        console.print(table)
+                if not follow or stop.wait(period):
+                    break
+    except (RocescopeError, ValueError) as exc:
+        raise _fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+
+
+@app.command("eval")
+def eval_cmd(
+    kind: Annotated[list[str] | None, typer.Option(help="Only these incident kinds (repeatable).")] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per kind.")] = 20,
+    first_seed: Annotated[int, typer.Option(help="The first seed.")] = 1,
+    baseline: Annotated[str, typer.Option(help="Fabric time of the clean baseline run (0 to skip).")] = "1h",
+    out: Annotated[Path | None, typer.Option(help="Write the scores and every finding as JSON here.")] = None,
+) -> None:
+    """Score the detectors on simulated incidents with ground truth: precision, recall, localization,
+    job attribution and delay per kind, and findings on a clean baseline."""
+    import json
+
+    from rocescope.analysis.eval import SCENARIOS, RunOutcome, evaluate
+    from rocescope.analysis.present import scores_table
+    from rocescope.sim.scenario import parse_duration
+
+    kinds = kind or list(SCENARIOS)
+    bad = sorted(set(kinds) - set(SCENARIOS))
+    if bad:
+        raise _fail(ConfigError(f"unknown kind(s) {bad}; known: {sorted(SCENARIOS)}"))
+    baseline_findings: list[str] = []
+
+    def on_run(o: RunOutcome) -> None:
+        found = ", ".join(f"{f.kind}@{f.devices[0] if f.devices else '?'}" for f in o.findings) or "none"
+        console.print(f"{o.scenario} seed {o.seed}: {len(o.truths)} incident(s), findings: {found}", highlight=False)
+        if o.scenario == "baseline":
+            baseline_findings.extend(f.summary for f in o.findings)
+
+    try:
+        settings = _settings()
+        scores, runs = evaluate(
+            kinds,
+            list(range(first_seed, first_seed + seeds)),
+            parse_duration(baseline),
+            settings.analysis,
+            on_run=on_run,
+        )
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    console.print(scores_table(scores, f"detector evaluation: {seeds} seed(s) per kind"))
+    if parse_duration(baseline) > 0:
+        console.print(f"clean baseline ({baseline} of fabric time): {len(baseline_findings)} finding(s)")
+    if out is not None:
+        out.write_text(
+            json.dumps(
+                {
+                    "scores": [s.as_dict() for s in scores.values()],
+                    "baseline_findings": baseline_findings,
+                    "runs": [
+                        {"scenario": r.scenario, "seed": r.seed, "findings": [f.summary for f in r.findings]}
+                        for r in runs
+                    ],
+                },
+                indent=2,
+            )
+        )
 
 
 @app.command()

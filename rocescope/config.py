@@ -86,6 +86,17 @@ class SinkConfig(_Section):
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the Prometheus endpoint.")
 
 
+class AnalysisConfig(_Section):
+    """Analysis windows and per-detector thresholds (each detector validates its own section)."""
+
+    window_minutes: float = Field(15.0, gt=0, description="Default window of `rocescope analyze`.")
+    follow_every_s: float = Field(30.0, gt=0, description="Period of `rocescope analyze --follow`.")
+    detectors: dict[str, dict[str, Any]] = Field(
+        default_factory=dict, description="detector name -> threshold overrides, e.g. pfc_storm: {min_seconds: 0.5}"
+    )
+    disabled: list[str] = Field(default_factory=list, description="Detectors not to run.")
+
+
 class Settings(BaseSettings):
     """The whole configuration of one rocescope process."""
 
@@ -95,6 +106,7 @@ class Settings(BaseSettings):
     transport: TransportConfig = TransportConfig()
     kafka: KafkaConfig = KafkaConfig()
     sink: SinkConfig = SinkConfig()
+    analysis: AnalysisConfig = AnalysisConfig()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod

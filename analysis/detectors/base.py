@@ -1,0 +1,64 @@
+"""What every detector is: a name, a version, the finding kinds it emits, its thresholds (a pydantic
+model, overridable under `analysis.detectors.<name>` in the config) and a pure function from the
+window's frames to findings."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+from pydantic import BaseModel, ConfigDict, ValidationError
+
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.findings import Finding
+from rocescope.analysis.frames import Frames, Window
+from rocescope.errors import ConfigError
+
+
+class Params(BaseModel):
+    """Thresholds of one detector; unknown keys are configuration errors, not silently ignored."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+P = TypeVar("P", bound=Params)
+
+
+@dataclass
+class Context:
+    """What a detector sees: the window's frames, the fabric, the sampling interval."""
+
+    frames: Frames
+    fabric: Fabric
+    poll_s: float
+
+    @property
+    def window(self) -> Window:
+        return self.frames.window
+
+    def clip(self, start: dt.datetime, end: dt.datetime) -> tuple[dt.datetime, dt.datetime]:
+        """A span clipped to the window."""
+        return max(start, self.window.start), min(end, self.window.end)
+
+
+@dataclass(frozen=True)
+class Detector(Generic[P]):
+    name: str
+    version: str
+    kinds: tuple[str, ...]
+    params: type[P]
+    run: Callable[[Context, P], list[Finding]]
+
+    def configure(self, overrides: Mapping[str, Any] | None) -> P:
+        try:
+            return self.params.model_validate(dict(overrides or {}))
+        except ValidationError as exc:
+            where = "; ".join(
+                f"analysis.detectors.{self.name}.{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()
+            )
+            raise ConfigError(f"invalid detector thresholds: {where}") from None
+
+    def detect(self, ctx: Context, params: P) -> list[Finding]:
+        return [f.with_(detector=self.name, detector_version=self.version) for f in self.run(ctx, params)]

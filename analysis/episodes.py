@@ -1,0 +1,49 @@
+"""Episodes: consecutive samples of one series that meet a condition, joined into one time span.
+
+Every detector reduces "sample by sample, this port looks bad" to "this port was bad from t0 to t1":
+samples of a key closer than `gap` seconds belong to the same episode. A sample at `ts` covers the
+interval that ends at `ts` (counters are read at the end of what they count), so an episode starts
+at its first sample's `ts - dt_s` where `dt_s` is known.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+
+def episodes(
+    frame: pl.DataFrame,
+    keys: Sequence[str],
+    gap_s: float,
+    aggregations: Sequence[pl.Expr] = (),
+    interval: str | None = "dt_s",
+) -> pl.DataFrame:
+    """One row per episode: the keys, `start`, `end`, `samples`, and the given aggregations.
+
+    `interval` names the column with each sample's covered seconds (None: a sample is an instant).
+    """
+    if frame.is_empty():
+        schema = {k: frame.schema[k] for k in keys}
+        schema |= {"start": frame.schema["ts"], "end": frame.schema["ts"], "samples": pl.UInt32()}
+        out = pl.DataFrame(schema=schema)
+        return out.with_columns(aggregations) if aggregations else out
+    keys = list(keys)
+    ordered = frame.sort([*keys, "ts"])
+    gap = pl.duration(microseconds=round(gap_s * 1e6))
+    new = (pl.col("ts").diff().over(keys) > gap).fill_null(True)
+    ordered = ordered.with_columns(new.cast(pl.UInt32).cum_sum().over(keys).alias("_episode"))
+    covered = pl.duration(microseconds=(pl.col(interval) * 1e6).round().cast(pl.Int64)) if interval else None
+    starts = pl.col("ts") - covered if covered is not None else pl.col("ts")
+    return (
+        ordered.with_columns(starts.alias("_from"))
+        .group_by([*keys, "_episode"], maintain_order=True)
+        .agg(
+            pl.col("_from").min().alias("start"),
+            pl.col("ts").max().alias("end"),
+            pl.len().alias("samples"),
+            *aggregations,
+        )
+        .drop("_episode")
+    )

@@ -1,0 +1,334 @@
+"""One analysis window's data as polars frames, read from the store with the heavy lifting in SQL.
+
+Detectors never scan raw counters themselves: they ask for per-second rates or gauges of a few
+metrics, optionally only above a floor (`min_rate`, `min_value`), so the engine computes the
+per-series deltas (wraps and resets handled by `counter_delta_sql`, the same rule as the
+`port_rates` view) and ships back only the rows that can matter. A 1-hour window of a large fabric is
+hundreds of millions of values; the rows a detector looks at are a few thousand.
+
+Every frame has a fixed schema (checked: `check_schema`), string columns as plain `pl.String` so
+frames from different queries join without categorical surprises, and times as UTC datetimes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from rocescope.errors import SchemaError
+from rocescope.pipeline.migrations import counter_delta_sql
+from rocescope.pipeline.store import Store, query_polars
+
+TS = pl.Datetime("ns", "UTC")
+
+RATES_SCHEMA: dict[str, pl.DataType] = {
+    "ts": TS,
+    "device": pl.String(),
+    "role": pl.String(),
+    "port": pl.String(),
+    "priority": pl.Int8(),
+    "metric": pl.String(),
+    "rate": pl.Float64(),
+    "delta": pl.Float64(),
+    "dt_s": pl.Float64(),
+}
+GAUGES_SCHEMA: dict[str, pl.DataType] = {
+    "ts": TS,
+    "device": pl.String(),
+    "role": pl.String(),
+    "port": pl.String(),
+    "priority": pl.Int8(),
+    "metric": pl.String(),
+    "value": pl.Float64(),
+}
+TOTALS_SCHEMA: dict[str, pl.DataType] = {
+    "bucket": TS,
+    "device": pl.String(),
+    "role": pl.String(),
+    "port": pl.String(),
+    "priority": pl.Int8(),
+    "metric": pl.String(),
+    "delta": pl.Float64(),
+    "seconds": pl.Float64(),
+}
+LINKS_SCHEMA: dict[str, pl.DataType] = {
+    "device": pl.String(),
+    "port": pl.String(),
+    "peer_device": pl.String(),
+    "peer_port": pl.String(),
+}
+ENDPOINTS_SCHEMA: dict[str, pl.DataType] = {
+    "job_id": pl.String(),
+    "host": pl.String(),
+    "netdev": pl.String(),
+    "rdma_dev": pl.String(),
+    "ip": pl.String(),
+    "rank": pl.Int32(),
+    "valid_from": TS,
+    "valid_to": TS,
+}
+ROLES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "role": pl.String()}
+FLOW_SAMPLES_SCHEMA: dict[str, pl.DataType] = {
+    "capture_point": pl.String(),
+    "src_ip": pl.String(),
+    "dst_ip": pl.String(),
+    "udp_sport": pl.Int32(),
+    "packets": pl.Int64(),
+}
+
+
+@dataclass(frozen=True)
+class Window:
+    """[start, end) in UTC."""
+
+    start: dt.datetime
+    end: dt.datetime
+
+    def __post_init__(self) -> None:
+        if self.start.tzinfo is None or self.end.tzinfo is None:
+            raise ValueError("window bounds must be timezone-aware")
+        if self.end <= self.start:
+            raise ValueError(f"empty window: {self.start.isoformat()} .. {self.end.isoformat()}")
+
+    @classmethod
+    def last(cls, seconds: float, now: dt.datetime | None = None) -> Window:
+        end = now or dt.datetime.now(dt.UTC)
+        return cls(end - dt.timedelta(seconds=seconds), end)
+
+    @property
+    def seconds(self) -> float:
+        return (self.end - self.start).total_seconds()
+
+    def __str__(self) -> str:
+        return f"{self.start:%Y-%m-%d %H:%M:%S} .. {self.end:%Y-%m-%d %H:%M:%S} UTC"
+
+
+def check_schema(frame: pl.DataFrame, expected: Mapping[str, pl.DataType], what: str) -> pl.DataFrame:
+    """The frame with exactly the expected columns in order, or a SchemaError naming what differs."""
+    missing = [c for c in expected if c not in frame.columns]
+    if missing:
+        raise SchemaError(f"{what}: missing columns {missing}")
+    out = frame.select(list(expected))
+    wrong = [f"{c}: {out.schema[c]} (want {t})" for c, t in expected.items() if out.schema[c] != t]
+    if wrong:
+        raise SchemaError(f"{what}: wrong types {wrong}")
+    return out
+
+
+def _plain(frame: pl.DataFrame, expected: Mapping[str, pl.DataType], what: str) -> pl.DataFrame:
+    """Dictionary-encoded strings to plain strings, the expected types, then the schema check."""
+    if frame.width == 0:
+        frame = pl.DataFrame(schema=dict(expected))
+    casts = [pl.col(c).cast(t) for c, t in expected.items() if c in frame.columns and frame.schema[c] != t]
+    return check_schema(frame.with_columns(casts) if casts else frame, expected, what)
+
+
+def _t(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
+    return None if values is None else tuple(sorted(values))
+
+
+def _bound(**values: Any) -> dict[str, Any]:
+    """Query parameters that are set (sequences as lists): unset filters are not in the SQL either."""
+    return {k: list(v) if isinstance(v, tuple | list) else v for k, v in values.items() if v is not None}
+
+
+class Frames:
+    """Lazy, cached access to one window: each distinct request is one SQL query."""
+
+    def __init__(self, store: Store, window: Window, lookback_s: float = 30.0) -> None:
+        self.store = store
+        self.window = window
+        #: rates at the window's first samples need the sample before it
+        self.lookback = dt.timedelta(seconds=lookback_s)
+        self._cache: dict[tuple[Any, ...], pl.DataFrame] = {}
+        self.queries = 0
+
+    def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
+        if key not in self._cache:
+            self.queries += 1
+            self._cache[key] = query_polars(self.store, sql, params)
+        return self._cache[key]
+
+    def _params(self, metrics: Sequence[str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        p: dict[str, Any] = {
+            "lo": self.window.start - self.lookback,
+            "start": self.window.start,
+            "end": self.window.end,
+            "metrics": list(metrics),
+        }
+        p.update(extra or {})
+        return p
+
+    @staticmethod
+    def _filters(
+        roles: Sequence[str] | None, priorities: Sequence[int] | None, devices: Sequence[str] | None = None
+    ) -> str:
+        where = ""
+        if devices is not None:
+            where += " AND device IN {devices:Array(String)}"
+        if roles is not None:
+            where += " AND role IN {roles:Array(String)}"
+        if priorities is not None:
+            where += " AND priority IN {priorities:Array(Int8)}"
+        return where
+
+    def _deltas(
+        self, roles: Sequence[str] | None, priorities: Sequence[int] | None, devices: Sequence[str] | None = None
+    ) -> str:
+        """Per-series counter increases between consecutive samples in the window (the sample before
+        the window start gives the first one); only fixed SQL and placeholders go into the text."""
+        return f"""
+    SELECT ts, device, role, port, priority, metric, delta, dt_s FROM (
+        SELECT ts, device, role, port, priority, metric,
+            {counter_delta_sql("value", "prev_value")} AS delta,
+            dateDiff('nanosecond', prev_ts, ts) / 1e9 AS dt_s, n
+        FROM (
+            SELECT ts, device, role, port, priority, metric, value,
+                lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts, row_number() OVER w AS n
+            FROM counters
+            WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+                AND metric IN {{metrics:Array(String)}}{self._filters(roles, priorities, devices)}
+            WINDOW w AS (PARTITION BY device, port, metric, priority ORDER BY ts ASC
+                         ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        )
+    )
+    WHERE n > 1 AND dt_s > 0 AND ts >= {{start:DateTime64(9, 'UTC')}}"""  # noqa: S608 - placeholders only
+
+    def rates(
+        self,
+        metrics: Sequence[str],
+        *,
+        min_rate: float | None = None,
+        roles: Sequence[str] | None = None,
+        priorities: Sequence[int] | None = None,
+        devices: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """Per-second rates of counter metrics, one row per sample in the window (RATES_SCHEMA);
+        with `min_rate`, only rows at or above it."""
+        key = ("rates", tuple(metrics), min_rate, _t(roles), _t(priorities), _t(devices))
+        floor = "" if min_rate is None else " WHERE rate >= {min_rate:Float64}"
+        sql = f"""
+SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
+    toString(metric) AS metric, delta / dt_s AS rate, delta, dt_s
+FROM ({self._deltas(roles, priorities, devices)}){floor}
+ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
+        extra = _bound(min_rate=min_rate, roles=roles, priorities=priorities, devices=devices)
+        return _plain(self._query(key, sql, self._params(metrics, extra)), RATES_SCHEMA, "rates")
+
+    def gauges(
+        self,
+        metrics: Sequence[str],
+        *,
+        min_value: float | None = None,
+        roles: Sequence[str] | None = None,
+        priorities: Sequence[int] | None = None,
+        devices: Sequence[str] | None = None,
+    ) -> pl.DataFrame:
+        """Gauge samples in the window (GAUGES_SCHEMA); with `min_value`, only rows at or above it."""
+        key = ("gauges", tuple(metrics), min_value, _t(roles), _t(priorities), _t(devices))
+        floor = "" if min_value is None else " AND value >= {min_value:Float64}"
+        sql = f"""
+SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
+    toString(metric) AS metric, value
+FROM counters
+WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+    AND metric IN {{metrics:Array(String)}}{self._filters(roles, priorities, devices)}{floor}
+ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
+        extra = _bound(min_value=min_value, roles=roles, priorities=priorities, devices=devices)
+        return _plain(self._query(key, sql, self._params(metrics, extra)), GAUGES_SCHEMA, "gauges")
+
+    def gauges_below(
+        self, metrics: Sequence[str], max_value: float, *, roles: Sequence[str] | None = None
+    ) -> pl.DataFrame:
+        """Gauge samples at or below `max_value` (GAUGES_SCHEMA): the rare dips (a link's `oper_up` at 0)
+        without shipping every healthy sample."""
+        key = ("gauges_below", tuple(metrics), max_value, _t(roles))
+        sql = f"""
+SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
+    toString(metric) AS metric, value
+FROM counters
+WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+    AND metric IN {{metrics:Array(String)}}{self._filters(roles, None)} AND value <= {{max_value:Float64}}
+ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
+        extra = _bound(max_value=max_value, roles=roles)
+        return _plain(self._query(key, sql, self._params(metrics, extra)), GAUGES_SCHEMA, "gauges_below")
+
+    def totals(
+        self,
+        metrics: Sequence[str],
+        bucket_s: float,
+        *,
+        roles: Sequence[str] | None = None,
+        priorities: Sequence[int] | None = None,
+    ) -> pl.DataFrame:
+        """Counter increases summed per series over buckets of `bucket_s` seconds (TOTALS_SCHEMA), for
+        detectors that judge shares and ratios over time rather than single samples."""
+        key = ("totals", tuple(metrics), bucket_s, _t(roles), _t(priorities))
+        sql = f"""
+SELECT toStartOfInterval(ts, toIntervalMillisecond({{bucket_ms:UInt64}})) AS bucket,
+    toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
+    toString(metric) AS metric, sum(delta) AS delta, sum(dt_s) AS seconds
+FROM ({self._deltas(roles, priorities)})
+GROUP BY bucket, device, role, port, priority, metric
+ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders only
+        extra = _bound(bucket_ms=max(1, round(bucket_s * 1000)), roles=roles, priorities=priorities)
+        return _plain(self._query(key, sql, self._params(metrics, extra)), TOTALS_SCHEMA, "totals")
+
+    def links(self) -> pl.DataFrame:
+        """The latest adjacency per port seen up to the window's end (LINKS_SCHEMA)."""
+        sql = """
+SELECT toString(device) AS device, toString(port) AS port,
+    toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')}
+GROUP BY device, port ORDER BY device, port"""
+        return _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
+
+    def endpoints(self) -> pl.DataFrame:
+        """Job placements valid at some point of the window (ENDPOINTS_SCHEMA)."""
+        sql = """
+SELECT toString(job_id) AS job_id, toString(host) AS host, toString(netdev) AS netdev,
+    toString(rdma_dev) AS rdma_dev, toString(ip) AS ip, rank, valid_from, valid_to
+FROM endpoints
+WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9, 'UTC')}
+ORDER BY job_id, host, netdev"""
+        return _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
+
+    def flow_samples(self, start: dt.datetime | None = None, end: dt.datetime | None = None) -> pl.DataFrame:
+        """Sampled RoCEv2 packets (CNPs left out) counted per capture point and flow (src, dst, UDP source
+        port) in [start, end) (default: the window) (FLOW_SAMPLES_SCHEMA); empty where nothing is captured."""
+        lo, hi = max(start or self.window.start, self.window.start), min(end or self.window.end, self.window.end)
+        sql = """
+SELECT toString(capture_point) AS capture_point, toString(src_ip) AS src_ip, toString(dst_ip) AS dst_ip,
+    toInt32(udp_sport) AS udp_sport, toInt64(count()) AS packets
+FROM packets
+WHERE ts >= {lo:DateTime64(9, 'UTC')} AND ts < {hi:DateTime64(9, 'UTC')} AND opcode != 129
+GROUP BY capture_point, src_ip, dst_ip, udp_sport
+ORDER BY capture_point, src_ip, dst_ip, udp_sport"""
+        frame = self._query(("flow_samples", lo, hi), sql, {"lo": lo, "hi": hi})
+        return _plain(frame, FLOW_SAMPLES_SCHEMA, "flow_samples")
+
+    def roles(self) -> pl.DataFrame:
+        """Each device seen in the window with its role (switch | nic | host) (ROLES_SCHEMA)."""
+        sql = """
+SELECT DISTINCT toString(device) AS device, toString(role) AS role FROM counters
+WHERE ts >= {start:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')}
+ORDER BY device"""
+        return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
+
+    def poll_interval_s(self) -> float:
+        """The typical sampling interval in the window (median gap of one busy series), 1 s if unknown."""
+        sql = """
+SELECT median(gap) AS poll_gap FROM (
+    SELECT dateDiff('nanosecond', lagInFrame(ts) OVER w, ts) / 1e9 AS gap, row_number() OVER w AS n
+    FROM counters
+    WHERE ts >= {start:DateTime64(9, 'UTC')} AND ts < {start:DateTime64(9, 'UTC')} + INTERVAL 2 MINUTE
+        AND ts < {end:DateTime64(9, 'UTC')} AND metric = 'tx_bytes'
+    WINDOW w AS (PARTITION BY device, port, priority ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+) WHERE n > 1 AND gap > 0"""
+        frame = self._query(("poll",), sql, self._params(()))
+        gap = frame["poll_gap"][0] if frame.height else None
+        return float(gap) if gap is not None and gap == gap and gap > 0 else 1.0

@@ -1,0 +1,112 @@
+"""Findings and evaluation scores as terminal tables (rich) and JSON, for the CLI and the demo."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from rich.table import Table
+
+from rocescope.analysis.eval import KindScore
+from rocescope.analysis.findings import SEVERITIES
+from rocescope.pipeline.store import Store
+
+SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
+NO_JOB = "(no job)"
+
+FINDINGS_SQL = """
+SELECT toString(kind) AS kind, toString(severity) AS severity, start, end, job_ids, devices, ports, priority,
+    score, summary, evidence, toString(detector) AS detector, run_id
+FROM findings
+WHERE end >= {since:DateTime64(9, 'UTC')}
+    AND ({job:String} = '' OR has(job_ids, {job:String}))
+    AND ({kind:String} = '' OR kind = {kind:String})
+ORDER BY start DESC
+LIMIT {limit:UInt32}"""
+
+
+def load_findings(
+    store: Store, since: dt.datetime, job: str = "", kind: str = "", limit: int = 1000
+) -> list[dict[str, Any]]:
+    params = {"since": since, "job": job, "kind": kind, "limit": limit}
+    rows: list[dict[str, Any]] = store.query_arrow(FINDINGS_SQL, params).to_pylist()
+    return rows
+
+
+def _rank(row: Mapping[str, Any]) -> tuple[int, float]:
+    sev = row["severity"]
+    return (-(SEVERITIES.index(sev) if sev in SEVERITIES else 0), -float(row["score"]))
+
+
+def by_job(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[str, Any]]]]:
+    """Findings grouped per job (a finding appears under each of its jobs), worst job first."""
+    groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+    for r in rows:
+        for job in r["job_ids"] or [NO_JOB]:
+            groups[job].append(r)
+    for g in groups.values():
+        g.sort(key=_rank)
+    return sorted(groups.items(), key=lambda kv: (_rank(kv[1][0]), -len(kv[1]), kv[0]))
+
+
+def _when(ts: dt.datetime) -> str:
+    return f"{ts:%m-%d %H:%M:%S}"
+
+
+def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
+    """One table per job, worst job and worst finding first."""
+    tables = []
+    for job, group in by_job(rows):
+        t = Table(title=f"[bold]{job}[/bold]: {len(group)} finding(s)", title_justify="left", expand=False)
+        for col in ("severity", "kind", "start", "for", "where", "what"):
+            t.add_column(col, overflow="fold")
+        for r in group:
+            seconds = (r["end"] - r["start"]).total_seconds()
+            where = ", ".join(r["ports"][:3]) + (f" +{len(r['ports']) - 3}" if len(r["ports"]) > 3 else "")
+            t.add_row(
+                f"[{SEVERITY_STYLE.get(r['severity'], '')}]{r['severity']}[/]",
+                r["kind"],
+                _when(r["start"]),
+                f"{seconds:.0f} s",
+                where or ", ".join(r["devices"][:3]),
+                r["summary"],
+            )
+        tables.append(t)
+    return tables
+
+
+def findings_json(rows: Sequence[Mapping[str, Any]]) -> str:
+    out = []
+    for r in rows:
+        d = dict(r)
+        d["start"], d["end"] = r["start"].isoformat(), r["end"].isoformat()
+        d["evidence"] = json.loads(r["evidence"]) if r.get("evidence") else {}
+        out.append(d)
+    return json.dumps(out, indent=2)
+
+
+def scores_table(scores: Mapping[str, KindScore], title: str = "detector evaluation") -> Table:
+    t = Table(title=title, title_justify="left")
+    for col in ("kind", "incidents", "findings", "precision", "recall", "localization", "jobs", "delay p50", "max"):
+        t.add_column(col, justify="left" if col == "kind" else "right")
+    for kind in sorted(scores):
+        d = scores[kind].as_dict()
+
+        def cell(v: float) -> str:
+            return f"[{'green' if v >= 0.95 else 'red'}]{v:.3f}[/]"
+
+        t.add_row(
+            kind,
+            str(d["incidents"]),
+            str(d["findings"]),
+            cell(d["precision"]),
+            cell(d["recall"]) if d["incidents"] else "-",
+            cell(d["localization"]) if d["incidents"] else "-",
+            cell(d["job_attribution"]) if d["incidents"] else "-",
+            "-" if d["delay_p50_intervals"] is None else f"{d['delay_p50_intervals']:.1f}",
+            "-" if d["delay_max_intervals"] is None else f"{d['delay_max_intervals']:.1f}",
+        )
+    return t

@@ -1,0 +1,118 @@
+"""One analysis run: a window, every enabled detector over it, findings attributed to jobs and written.
+
+Detectors share one `Frames` (so a rate two detectors need is queried once) and one `Fabric`. A
+detector that fails is logged and counted, and the others still run: a bug in one must not hide what
+the others found. Findings without job ids get the jobs at their ports.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from collections.abc import Mapping, Sequence
+from contextlib import nullcontext
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocescope.analysis.detectors import DETECTORS
+from rocescope.analysis.detectors.base import Context, Detector
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.findings import Finding, write_findings
+from rocescope.analysis.frames import Frames, Window
+from rocescope.config import AnalysisConfig
+from rocescope.errors import ConfigError, RocescopeError
+from rocescope.pipeline.store import Store
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class AnalysisResult:
+    run_id: str
+    window: Window
+    findings: list[Finding]
+    seconds: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+    queries: int = 0
+    written: int = 0
+
+    @property
+    def total_seconds(self) -> float:
+        return sum(self.seconds.values())
+
+
+def selected(cfg: AnalysisConfig, only: Sequence[str] | None = None) -> list[tuple[Detector[Any], Any]]:
+    """Enabled detectors with their validated thresholds (ConfigError on an unknown name or key)."""
+    known = {d.name for d in DETECTORS}
+    unknown = sorted((set(cfg.detectors) | set(cfg.disabled) | set(only or ())) - known)
+    if unknown:
+        raise ConfigError(f"analysis: unknown detector(s) {unknown}; known: {sorted(known)}")
+    return [
+        (d, d.configure(cfg.detectors.get(d.name)))
+        for d in DETECTORS
+        if d.name not in cfg.disabled and (not only or d.name in only)
+    ]
+
+
+def _progress(enabled: bool) -> Any:
+    if not enabled:
+        return nullcontext(None)
+    from rich.console import Console
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    return Progress(
+        TextColumn("[bold]analyze"), BarColumn(), TextColumn("{task.description}"), TimeElapsedColumn(),
+        console=Console(stderr=True), transient=True,
+    )  # fmt: skip
+
+
+def analyze(
+    store: Store,
+    window: Window,
+    cfg: AnalysisConfig | None = None,
+    only: Sequence[str] | None = None,
+    write: bool = True,
+    progress: bool = False,
+) -> AnalysisResult:
+    """Run the detectors over `window`; with `write`, replace the window's findings in the store."""
+    cfg = cfg or AnalysisConfig()
+    suite = selected(cfg, only)
+    frames = Frames(store, window)
+    result = AnalysisResult(uuid.uuid4().hex, window, [])
+    t0 = time.perf_counter()
+    fabric = Fabric.from_frames(frames)
+    ctx = Context(frames, fabric, frames.poll_interval_s())
+    result.seconds["frames"] = time.perf_counter() - t0
+    with _progress(progress) as bar:
+        task = bar.add_task("", total=len(suite)) if bar is not None else None
+        for det, params in suite:
+            if bar is not None:
+                bar.update(task, description=det.name)
+            t = time.perf_counter()
+            try:
+                found = det.detect(ctx, params)
+            except RocescopeError as exc:
+                log.error("detector %s failed on %s: %s", det.name, window, exc)
+                result.failed[det.name] = str(exc)
+                found = []
+            result.seconds[det.name] = time.perf_counter() - t
+            result.findings += [_attributed(f, fabric) for f in found]
+            if bar is not None:
+                bar.advance(task)
+    result.findings.sort(key=lambda f: (f.start, f.kind))
+    result.queries = frames.queries
+    if write:
+        result.written = write_findings(store, result.findings, window, result.run_id)
+    return result
+
+
+def _attributed(f: Finding, fabric: Fabric) -> Finding:
+    if f.job_ids:
+        return f
+    return f.with_(job_ids=tuple(fabric.jobs_at_refs(f.ports, f.start, f.end)))
+
+
+def overrides_from(mapping: Mapping[str, Mapping[str, Any]]) -> AnalysisConfig:
+    """An analysis config with only detector thresholds set (tests, eval)."""
+    return AnalysisConfig(detectors={k: dict(v) for k, v in mapping.items()})

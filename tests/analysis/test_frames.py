@@ -1,0 +1,150 @@
+"""Frames: per-second rates computed in the engine (wraps, resets, duplicates, out-of-order samples),
+gauges, bucket totals, topology and job attribution, on both store backends."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pyarrow as pa
+import pytest
+
+from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.frames import RATES_SCHEMA, Frames, Window, check_schema
+from rocescope.errors import SchemaError
+from rocescope.pipeline.batch import conform
+from rocescope.pipeline.store import Store
+
+W32 = 2**32
+
+
+def counters(now: dt.datetime, rows: list[tuple[float, str, str, int, str, float]]) -> pa.Table:
+    """Rows of (seconds after `now`, device, port, priority, metric, value)."""
+    table = pa.table(
+        {
+            "ts": pa.array([now + dt.timedelta(seconds=r[0]) for r in rows], pa.timestamp("ns", tz="UTC")),
+            "device": [r[1] for r in rows],
+            "role": ["nic" if r[1].startswith("gpu") else "switch" for r in rows],
+            "port": [r[2] for r in rows],
+            "priority": pa.array([r[3] for r in rows], pa.int8()),
+            "metric": [r[4] for r in rows],
+            "value": pa.array([float(r[5]) for r in rows], pa.float64()),
+            "source": ["test"] * len(rows),
+            "raw_name": [r[4] for r in rows],
+        }
+    )
+    return pa.Table.from_batches([conform("counters", table)])
+
+
+def series(values: list[float], metric: str = "tx_bytes", device: str = "leaf-1", port: str = "Ethernet0") -> list:
+    return [(float(i), device, port, -1, metric, v) for i, v in enumerate(values)]
+
+
+def test_rates_unwrap_32_and_64_bit_counters_and_never_go_negative_on_reset(any_store: Store, now: dt.datetime) -> None:
+    rows = series([100, 300, W32 - 100, 50, 20, 120])  # +200, +(W32 - 400), wrap +150, reset (+20), +100
+    rows += series([2.0**63 + 2.0**62, 2.0**40], port="Ethernet4")  # a 64-bit wrap
+    rows += [(2.0, "leaf-1", "Ethernet8", -1, "tx_bytes", 7.0), (2.0, "leaf-1", "Ethernet8", -1, "tx_bytes", 7.0)]
+    any_store.insert("counters", counters(now, rows))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=10)))
+    r = frames.rates(["tx_bytes"])
+    check_schema(r, RATES_SCHEMA, "rates")
+    by_port = {p: g.sort("ts")["rate"].to_list() for (p,), g in r.group_by("port")}
+    assert by_port["Ethernet0"] == [200, W32 - 400, 150, 20, 100]
+    assert by_port["Ethernet4"] == [2.0**40 + 2.0**62]
+    assert "Ethernet8" not in by_port  # a duplicated sample gives no rate
+    assert frames.rates(["tx_bytes"], min_rate=151)["rate"].to_list() == [200, W32 - 400, 2.0**40 + 2.0**62]
+    assert frames.queries == 2 and frames.rates(["tx_bytes"]).height == 6 and frames.queries == 2  # cached
+
+
+def test_out_of_order_arrival_gives_the_same_rates(store: Store, now: dt.datetime) -> None:
+    rows = series([0, 1000, 3000, 6000])
+    store.insert("counters", counters(now, rows[2:]))
+    store.insert("counters", counters(now, rows[:2]))  # the older samples arrive last
+    r = Frames(store, Window(now, now + dt.timedelta(seconds=10))).rates(["tx_bytes"])
+    assert r["rate"].to_list() == [1000, 2000, 3000]
+
+
+def test_the_sample_before_the_window_gives_its_first_rate(store: Store, now: dt.datetime) -> None:
+    store.insert("counters", counters(now, series([0, 10, 30, 60])))
+    r = Frames(store, Window(now + dt.timedelta(seconds=2), now + dt.timedelta(seconds=10))).rates(["tx_bytes"])
+    assert r["rate"].to_list() == [20, 30]
+
+
+def test_gauges_filters_and_totals(store: Store, now: dt.datetime) -> None:
+    rows = series([5, 50, 500], metric="queue_watermark_bytes") + series([0, 10, 20, 30, 40], port="Ethernet4")
+    rows += series([7, 8], metric="queue_watermark_bytes", device="leaf-2")
+    store.insert("counters", counters(now, rows))
+    frames = Frames(store, Window(now, now + dt.timedelta(seconds=10)))
+    g = frames.gauges(["queue_watermark_bytes"], min_value=40)
+    assert g["value"].to_list() == [50, 500]
+    assert frames.gauges(["queue_watermark_bytes"], devices=["leaf-2"])["value"].to_list() == [7, 8]
+    t = frames.totals(["tx_bytes"], bucket_s=2)
+    assert t["delta"].sum() == 40 and t["seconds"].sum() == 4
+
+
+def test_schema_check_names_what_is_wrong() -> None:
+    with pytest.raises(SchemaError, match="missing columns"):
+        check_schema(pl.DataFrame({"ts": [1]}), RATES_SCHEMA, "rates")
+    bad = pl.DataFrame(schema={**RATES_SCHEMA, "rate": pl.String()})
+    with pytest.raises(SchemaError, match="rate"):
+        check_schema(bad, RATES_SCHEMA, "rates")
+
+
+def test_window_must_be_aware_and_not_empty(now: dt.datetime) -> None:
+    with pytest.raises(ValueError, match="timezone"):
+        Window(now.replace(tzinfo=None), now.replace(tzinfo=None))
+    with pytest.raises(ValueError, match="empty"):
+        Window(now, now)
+
+
+def test_episodes_join_close_samples_and_split_at_gaps(now: dt.datetime) -> None:
+    ts = [now + dt.timedelta(seconds=s) for s in (1, 2, 3, 10, 11)]
+    frame = pl.DataFrame({"ts": ts, "port": ["a"] * 5, "dt_s": [1.0] * 5, "v": [1, 2, 3, 4, 5]})
+    eps = episodes(frame, ["port"], gap_s=1.5, aggregations=[pl.col("v").max().alias("peak")])
+    assert eps["samples"].to_list() == [3, 2] and eps["peak"].to_list() == [3, 5]
+    assert eps["start"][0] == now and eps["end"][1] == ts[-1]
+    assert episodes(frame.clear(), ["port"], 1.5).is_empty()
+
+
+def _fabric(now: dt.datetime) -> Fabric:
+    links = pl.DataFrame(
+        [
+            ("gpu-1", "eth0", "leaf-a", "Ethernet0"),
+            ("leaf-a", "Ethernet0", "gpu-1", "eth0"),
+            ("gpu-2", "eth0", "leaf-b", "Ethernet0"),
+            ("leaf-b", "Ethernet0", "gpu-2", "eth0"),
+            ("gpu-3", "eth0", "leaf-a", "Ethernet4"),
+            ("leaf-a", "Ethernet4", "gpu-3", "eth0"),
+            ("leaf-a", "Ethernet32", "spine-1", "Ethernet0"),
+            ("spine-1", "Ethernet0", "leaf-a", "Ethernet32"),
+        ],
+        schema=["device", "port", "peer_device", "peer_port"],
+        orient="row",
+    )
+    far = now + dt.timedelta(days=3650)
+    endpoints = pl.DataFrame(
+        [
+            ("ns/wide", "gpu-1", "eth0", "mlx5_0", now, far),
+            ("ns/wide", "gpu-2", "eth0", "mlx5_0", now, far),
+            ("ns/local", "gpu-3", "eth0", "mlx5_0", now, far),
+        ],
+        schema=["job_id", "host", "netdev", "rdma_dev", "valid_from", "valid_to"],
+        orient="row",
+    )
+    roles = pl.DataFrame({"device": ["gpu-1", "leaf-a", "spine-1"], "role": ["nic", "switch", "switch"]})
+    return Fabric.build(links, endpoints, roles)
+
+
+def test_fabric_tiers_and_job_attribution(now: dt.datetime) -> None:
+    fab = _fabric(now)
+    later = now + dt.timedelta(minutes=1)
+    assert fab.leaves == {"leaf-a", "leaf-b"} and fab.spines == {"spine-1"}
+    assert fab.port_kind("leaf-a", "Ethernet0") == "downlink" and fab.port_kind("leaf-a", "Ethernet32") == "uplink"
+    assert fab.port_kind("gpu-1", "mlx5_0/1") == "host" and fab.port_kind("spine-1", "Ethernet0") == "spine"
+    assert fab.jobs_at("leaf-a", "Ethernet4", now, later) == {"ns/local"}
+    assert fab.jobs_at("gpu-1", "mlx5_0/1", now, later) == {"ns/wide"}
+    # only the job that spans two leaves can use leaf-a's uplink or the spine port facing leaf-a
+    assert fab.jobs_at("leaf-a", "Ethernet32", now, later) == {"ns/wide"}
+    assert fab.jobs_at_refs(["spine-1:Ethernet0", "leaf-a:Ethernet4"], now, later) == ["ns/local", "ns/wide"]
+    assert fab.jobs_at("leaf-a", "Ethernet4", now - dt.timedelta(hours=2), now - dt.timedelta(hours=1)) == set()
