@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import threading
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -39,11 +40,14 @@ def publishing(settings: Settings) -> Iterator[tuple[Producer, SinkMetrics | Non
             producer.close()
         return
     bus = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
+    # The in-process bus lives and dies with this process and numbers its offsets from 0 every time:
+    # a group of its own per run keeps this run's intents and deduplication tokens apart from every
+    # earlier run's into the same store (a shared group would make ClickHouse drop this run's inserts
+    # as duplicates of an earlier run's same offset ranges).
+    group = f"{settings.sink.group_id}-embedded-{uuid.uuid4().hex}"
     with open_store(settings.store) as store:
         migrate(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
-        sink = Sink(
-            bus.consumer(settings.sink.group_id, schema.STREAMS), store, settings.sink, ttl_days=settings.store.ttl_days
-        )
+        sink = Sink(bus.consumer(group, schema.STREAMS), store, settings.sink, ttl_days=settings.store.ttl_days)
         stop = threading.Event()
         worker = threading.Thread(target=sink.run, kwargs={"stop": stop}, name="embedded-sink", daemon=True)
         worker.start()

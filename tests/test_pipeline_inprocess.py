@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from rocescope import schema
-from rocescope.config import SinkConfig
+from rocescope.config import Settings, SinkConfig, StoreConfig
+from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
 from rocescope.pipeline.transport import InProcessBus, InProcessProducer
@@ -56,3 +59,16 @@ def test_failed_commit_rewinds_and_replays_without_duplicates(store: ChdbStore) 
     assert len(calls) >= 2
     assert sink.metrics.value("rocescope_sink_commit_errors_total") == 1
     assert _count(store, "links") == 40
+
+
+def test_embedded_runs_into_the_same_store_all_land(tmp_path: Path) -> None:
+    """Each embedded run numbers its bus offsets from 0: a second run with the same message counts must
+    not be taken for a replay of the first (its inserts would be dropped as duplicates)."""
+    settings = Settings(store=StoreConfig(path=tmp_path / "chdb"))
+    for run in range(3):
+        with publishing(settings) as (producer, _metrics):
+            producer.publish(sample_batch("counters", 100, seed=run))
+            producer.publish(sample_batch("links", 7, seed=run))
+    with ChdbStore(tmp_path / "chdb") as store:
+        rows = store.query_arrow("SELECT (SELECT count() FROM counters) AS c, (SELECT count() FROM links) AS l")
+    assert rows.to_pylist() == [{"c": 300, "l": 21}]
