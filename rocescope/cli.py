@@ -165,12 +165,33 @@ def write_table(result: pa.Table, fmt: OutFormat, out: Path | None, limit: int =
 
 @app.command("import")
 def import_cmd(
-    files: Annotated[list[Path], typer.Argument(help="Parquet, Arrow IPC or CSV files with a table's columns.")],
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Parquet, Arrow IPC or CSV files with a table's columns (or --kind).")
+    ] = None,
     table: Annotated[str, typer.Option("--table", "-t", help=f"One of: {', '.join(schema.STREAMS)}")] = "counters",
+    kind: Annotated[
+        str, typer.Option(help="table (default), gnmic, pcap, lldpcli, kubectl or sonic: what the files are.")
+    ] = "table",
+    device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="kubectl: host inventory YAML (NICs per host).")] = None,
+    kafka_topic: Annotated[str | None, typer.Option(help="gnmic: read gnmic's Kafka output topic.")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
+    kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
+    at: Annotated[str | None, typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl): ISO.")] = None,
 ) -> None:
-    """Load files shaped like a stream table into the store (checked against the schema)."""
+    """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
+    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli/kubectl JSON, SONiC redis dumps)."""
     from rocescope.pipeline.batch import conform
 
+    if kind != "table":
+        from rocescope.cli_sources import ImportKind, import_kind
+
+        if kind not in ImportKind.__members__:
+            raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(ImportKind.__members__)}")
+        import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at)
+        return
+    if not files:
+        raise typer.BadParameter("give the files to import")
     if table not in schema.STREAMS:
         raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
     try:
@@ -293,34 +314,50 @@ def sink(
 def demo(
     scenario: Annotated[str, typer.Option(help="Scenario name or YAML file (`rocescope sim list`).")] = "demo",
     duration: Annotated[str | None, typer.Option(help="Fabric time to simulate, e.g. 10m, 90s.")] = None,
+    fast: Annotated[
+        bool, typer.Option("--fast", help="Land the simulator's snapshots directly (no protocols, no collectors).")
+    ] = False,
+    out: Annotated[Path, typer.Option(help="Where to write the HTML report and the Grafana dashboards.")] = Path(
+        "rocescope-demo"
+    ),
 ) -> None:
-    """Simulate a RoCE training fabric with incidents, land its telemetry in the store, analyze it, and show
-    the findings per training job next to the ground truth.
+    """Simulate a RoCE training fabric with incidents, land its telemetry in the store, analyze it, show
+    the findings per training job next to the ground truth, and write the HTML report and dashboards.
+
+    By default the simulator serves its switches over gNMI and SNMP and its hosts as /sys + `ethtool -S`
+    views, and the real collectors gather them (in lockstep with fabric time) through the transport
+    (`--kafka` via settings: transport.kind) into the store; `--fast` skips the protocols.
 
     The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
     incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
     """
     from rocescope.analysis.frames import Window
     from rocescope.analysis.present import findings_tables, load_findings
+    from rocescope.analysis.report import write_report
     from rocescope.analysis.run import analyze as run_analysis
+    from rocescope.dashboards import build_all
     from rocescope.sim.run import run_scenario
     from rocescope.sim.scenario import parse_duration
 
     try:
         settings = _settings()
         seconds = parse_duration(duration) if duration else None
-        summary = run_scenario(settings, scenario, seconds, None, progress=True)
+        if fast:
+            summary = run_scenario(settings, scenario, seconds, None, progress=True)
+        else:
+            from rocescope.sim.serve import serve_scenario
+
+            summary, served = serve_scenario(settings, scenario, seconds, None, progress=True)
+            console.print(
+                f"served over gNMI/SNMP/host views: {served.gnmi_values_decoded} of {served.gnmi_values_sent} gNMI "
+                f"values decoded, {served.nic_polls} NIC polls, {served.snmp_polls} SNMP walk(s)",
+                highlight=False,
+            )
         with _store(settings) as store:
             landed = store.query_arrow(
                 "SELECT 'counters' AS stream, count() AS rows FROM counters UNION ALL "
                 "SELECT 'links', count() FROM links UNION ALL SELECT 'endpoints', count() FROM endpoints UNION ALL "
                 "SELECT 'incidents', count() FROM incidents"
-            )
-            paused = store.query_arrow(
-                "SELECT device, port, priority, round(max(rate) / 1e3, 1) AS max_pause_ms_per_s FROM port_rates "
-                "WHERE metric = 'pfc_tx_pause_duration_us' AND ts >= {since:DateTime64(9, 'UTC')} "
-                "GROUP BY device, port, priority ORDER BY max_pause_ms_per_s DESC LIMIT 8",
-                {"since": summary.start},
             )
             incidents = store.query_arrow(
                 "SELECT kind, start, end, devices, job_ids FROM incidents WHERE scenario = {s:String} ORDER BY start",
@@ -328,6 +365,8 @@ def demo(
             )
             result = run_analysis(store, Window(summary.start, summary.end), settings.analysis, progress=True)
             rows = load_findings(store, summary.start)
+            report = write_report(store, out / "report.html", since=summary.start)
+        dashboards = build_all(out / "grafana", settings.store)
     except RocescopeError as exc:
         raise _fail(exc) from None
     where = settings.store.path if settings.store.backend == "chdb" else settings.store.url
@@ -337,17 +376,23 @@ def demo(
     write_table(landed, OutFormat.table, None)
     console.print("[bold]ground truth[/bold]")
     write_table(incidents, OutFormat.table, None)
-    console.print("[bold]ports that paused their peers the most[/bold]")
-    write_table(paused, OutFormat.table, None)
     console.print(f"[bold]findings per training job[/bold] (analysis took {result.total_seconds:.1f} s)")
     for table in findings_tables(rows):
         console.print(table)
     if not rows:
         console.print("no findings")
+    console.print(f"[bold]report[/bold]: {report.resolve()}", highlight=False, soft_wrap=True)
+    console.print(
+        f"[bold]dashboards[/bold]: {len(dashboards)} files in {(out / 'grafana').resolve()} "
+        f"(start Grafana with GF_PATHS_PROVISIONING={(out / 'grafana' / 'provisioning').resolve()})",
+        highlight=False,
+        soft_wrap=True,
+    )
     console.print(
         'Next: rocescope findings --job <job> --json | rocescope sql "SELECT * FROM findings" | '
         "rocescope sql \"SELECT * FROM port_rates WHERE metric = 'cnp_sent' AND rate > 0 LIMIT 20\"",
         highlight=False,
+        soft_wrap=True,
     )
 
 
@@ -371,15 +416,45 @@ def sim_run(
     scenario: Annotated[str, typer.Option(help="Scenario name (`rocescope sim list`) or YAML file.")] = "demo",
     duration: Annotated[str | None, typer.Option(help="Fabric time, e.g. 10m (default: the scenario's).")] = None,
     out: Annotated[Path | None, typer.Option(help="Directory for ground_truth.json and summary.json.")] = None,
+    serve: Annotated[
+        bool,
+        typer.Option(
+            "--serve",
+            help="Serve gNMI/SNMP per switch and host views on loopback, paced, for external collectors "
+            "(targets files in --out); stop with Ctrl-C.",
+        ),
+    ] = False,
+    speed: Annotated[float, typer.Option(help="With --serve: fabric seconds per wall second (1 = real time).")] = 1.0,
 ) -> None:
-    """Simulate a scenario and send its telemetry through the pipeline into the store (fast path)."""
+    """Simulate a scenario and send its telemetry through the pipeline into the store (fast path), or serve
+    it over the real protocols (`--serve`)."""
     from rocescope.sim.run import run_scenario
     from rocescope.sim.scenario import parse_duration
 
     try:
         settings = _settings()
         seconds = parse_duration(duration) if duration else None
-        summary = run_scenario(settings, scenario, seconds, out, progress=True)
+        if serve:
+            from rocescope.sim.serve import FabricServer, serve_scenario
+
+            def ready(server: FabricServer) -> None:
+                for sw in server.switches:
+                    g, s = server.gnmi.get(sw), server.snmp.get(sw)
+                    console.print(
+                        f"{sw}: gNMI {g.address if g else '-'}  SNMP v2c public@{s.address if s else '-'}",
+                        highlight=False,
+                    )
+                console.print(f"host views (sysfs + bin/ethtool): {server.root / 'hosts'}/<host>", highlight=False)
+                console.print(f"LLDP JSON: {server.root / 'lldp'}, pods: {server.root / 'pods.json'}", highlight=False)
+                for kind, path in server.write_targets(out or server.root).items():
+                    console.print(f"targets for `rocescope collect {kind} --targets {path}`", highlight=False)
+
+            summary, _ = serve_scenario(
+                settings, scenario, seconds, out, progress=True, speed=speed, collect=False,
+                stop=_run_until_stopped(None), on_ready=ready,
+            )  # fmt: skip
+        else:
+            summary = run_scenario(settings, scenario, seconds, out, progress=True)
     except RocescopeError as exc:
         raise _fail(exc) from None
     for line in summary.lines():
@@ -391,9 +466,7 @@ def _later(area: str, issue: int) -> None:
     raise typer.Exit(2)
 
 
-collect_app = typer.Typer(
-    help="Collect from devices: nic, pcap, snmp, ebpf, gnmi (lldp, jobs: issue 4).", no_args_is_help=True
-)
+collect_app = typer.Typer(help="Collect from devices: nic, pcap, snmp, ebpf, gnmi, lldp, jobs.", no_args_is_help=True)
 app.add_typer(collect_app, name="collect")
 
 
@@ -744,17 +817,60 @@ def eval_cmd(
         )
 
 
-@app.command()
-def dashboards() -> None:
-    """Generate the Grafana dashboards and provisioning (issue 6)."""
-    _later("dashboards", 6)
+dashboards_app = typer.Typer(help="Grafana dashboards as code (grafanalib).", no_args_is_help=True)
+app.add_typer(dashboards_app, name="dashboards")
+
+
+@dashboards_app.command("build")
+def dashboards_build(
+    out: Annotated[Path, typer.Option("--out", "-o", help="Directory for dashboards/ and provisioning/.")] = Path(
+        "grafana"
+    ),
+) -> None:
+    """Write the dashboards as Grafana JSON plus provisioning for the ClickHouse plugin (datasource at
+    store.url; Grafana reads the password from ROCESCOPE_STORE__PASSWORD in its environment)."""
+    from rocescope.dashboards.build import build_all
+
+    try:
+        written = build_all(out, _settings().store)
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    for path in written:
+        console.print(str(path), highlight=False)
+    console.print(f"start Grafana with GF_PATHS_PROVISIONING={out.resolve() / 'provisioning'}", highlight=False)
 
 
 @app.command()
-def report() -> None:
-    """Write the HTML incident report (issue 6)."""
-    _later("report", 6)
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("report.html"),
+    job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
+    finding: Annotated[str | None, typer.Option(help="Only this finding (its id in the report, or a prefix).")] = None,
+    since: Annotated[
+        str, typer.Option("--from", help="Findings still open at or after this (15m, 2h, ISO time).")
+    ] = "24h",
+) -> None:
+    """Write the HTML incident report: findings per job, worst first, with their plots; one
+    self-contained file (inline SVG, no scripts) that opens offline."""
+    from rocescope.analysis.report import build_report
 
+    try:
+        when = _since(since)
+        with _store(_settings()) as store:
+            built = build_report(store, job, when, finding)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(built.html, encoding="utf-8")
+    except (RocescopeError, OSError) as exc:
+        raise _fail(exc if isinstance(exc, RocescopeError) else ConfigError(f"{out}: {exc}")) from None
+    console.print(
+        f"wrote {out}: {len(built.rows)} finding(s), {len(built.cases)} case(s), {len(built.plots)} plot(s)"
+        + (f", {len(built.skipped)} skipped (see the notes)" if built.skipped else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+# `collect lldp`, `collect jobs` and the `import --kind` readers live in their own module.
+from rocescope import cli_sources as _cli_sources  # noqa: E402, F401
 
 if __name__ == "__main__":
     app()

@@ -17,6 +17,12 @@ path, a JSON object of string values keyed by what the wildcards matched; OpenCo
 scalars, uint64 as strings per RFC 7951). Optional TLS (PEM cert and key) and username/password
 metadata (a wrong pair is refused with UNAUTHENTICATED), and `extra()`, a test hook whose items
 (Notifications, or raw bytes) are sent after every sample round.
+
+With a `clock` (a `TickClock`, e.g. `rocescope.sim.serve.FabricClock`) SAMPLE runs on FABRIC time:
+the stream waits for each published tick, sends each subscription whose fabric-time interval is due
+(notification timestamps = the tick's fabric time), then acknowledges the tick to the clock, whose
+barrier keeps the simulator from running ahead of the slowest stream; each tick is sent exactly
+once. Rendering is then cached per subscription and table layout (only the values change per tick).
 """
 
 from __future__ import annotations
@@ -28,9 +34,10 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import grpc
+import numpy as np
 import pyarrow as pa
 
 from rocescope import catalog
@@ -38,7 +45,7 @@ from rocescope.collectors.gnmi import is_sonic, path_elems
 from rocescope.collectors.gnmi_proto import GNMI_VERSION, pb
 from rocescope.sim.engine import Engine
 
-__all__ = ["GnmiFacade", "Leaf", "engine_source", "leaves_of", "serve_switches"]
+__all__ = ["GnmiFacade", "Leaf", "TickClock", "engine_source", "leaves_of", "serve_switches"]
 
 Source = Callable[[], pa.Table]
 _Keys = tuple[tuple[str, str], ...]
@@ -191,6 +198,11 @@ def _typed(leaf: Leaf, val: Any) -> None:
 
 def _notifications(sub: _Sub, leaves: Sequence[Leaf], ts: int, encoding: int, target: str) -> list[Any]:
     matched = [(leaf, wild) for leaf in leaves if (wild := _matches(sub, leaf)) is not None]
+    return _encode(sub, matched, ts, encoding, target)
+
+
+def _encode(sub: _Sub, matched: Sequence[tuple[Leaf, list[str]]], ts: int, encoding: int, target: str) -> list[Any]:
+    """The notifications of the leaves a subscription matched (with what its wildcards matched)."""
     if not matched:
         return []
     if encoding == _PROTO:
@@ -221,12 +233,7 @@ def _notifications(sub: _Sub, leaves: Sequence[Leaf], ts: int, encoding: int, ta
         n = pb.Notification(timestamp=ts, prefix=pb.Path(target=target))
         u = n.update.add()
         u.path.CopyFrom(sub.path)
-        body = json.dumps(doc if scalar is None else scalar).encode()
-        if encoding == _JSON:
-            u.val.json_val = body
-        else:
-            u.val.json_ietf_val = body
-        return [n]
+        return [_sonic_json(sub, doc, scalar, ts, encoding, target)]
     out = []
     for leaf, _ in matched:  # OpenConfig leaves as JSON scalars (uint64 as a string, RFC 7951)
         n = pb.Notification(timestamp=ts, prefix=_path(leaf.elems[: leaf.prefix_len], target))
@@ -239,6 +246,127 @@ def _notifications(sub: _Sub, leaves: Sequence[Leaf], ts: int, encoding: int, ta
             u.val.json_ietf_val = body
         out.append(n)
     return out
+
+
+def _sonic_json(sub: _Sub, doc: dict[str, Any], scalar: str | None, ts: int, encoding: int, target: str) -> Any:
+    n = pb.Notification(timestamp=ts, prefix=pb.Path(target=target))
+    u = n.update.add()
+    u.path.CopyFrom(sub.path)
+    body = json.dumps(doc if scalar is None else scalar).encode()
+    if encoding == _JSON:
+        u.val.json_val = body
+    else:
+        u.val.json_ietf_val = body
+    return n
+
+
+def _sonic_keys(sub: _Sub, leaf: Leaf, wild: list[str]) -> list[str]:
+    names = [name for name, _ in leaf.elems]
+    depth = len(sub.elems)
+    return wild + (names[-1:] if depth == len(names) and wild else names[depth:])
+
+
+# --- fabric-time sampling (the clock seam) -------------------------------------------------------
+
+
+class TickClock(Protocol):
+    """Fabric time as published by a simulator driver, with a barrier its consumers acknowledge."""
+
+    def register(self, name: str) -> int:
+        """A consumer id; the driver's barrier waits for every registered consumer."""
+
+    def unregister(self, consumer: int) -> None: ...
+
+    def wait_tick(self, after: int, timeout_s: float) -> int | None:
+        """The newest tick number once it is past `after`; None on timeout; -1 once the clock is closed."""
+
+    def done(self, consumer: int, tick: int) -> None:
+        """The consumer has finished with `tick`."""
+
+
+@dataclass
+class _Render:
+    """A subscription's matches in one table layout: row of each leaf, its spec, and SONiC JSON keys."""
+
+    rows: list[int]
+    specs: list[tuple[str, tuple[_Elem, ...], int, int, str]]
+    wild: list[list[str]]
+    keys: list[list[str]] | None  # SONiC JSON: the member path of each leaf in the document
+
+
+def _layout_key(table: pa.Table) -> tuple[Any, ...]:
+    """A cheap fingerprint of the rows' identities (port, priority, metric, raw name), not their values."""
+    parts: list[Any] = [table.num_rows]
+    for name in ("port", "priority", "metric", "raw_name"):
+        for chunk in table.column(name).chunks:
+            if pa.types.is_dictionary(chunk.type):
+                parts.append(hash(chunk.indices.to_numpy(zero_copy_only=False).tobytes()))
+                parts.append(hash(tuple(chunk.dictionary.to_pylist())))
+            else:
+                parts.append(hash(tuple(chunk.to_pylist())))
+    return tuple(parts)
+
+
+def _plan(sub: _Sub, table: pa.Table) -> _Render:
+    cols = table.select(["port", "priority", "metric", "raw_name"]).to_pydict()
+    rows: list[int] = []
+    specs: list[tuple[str, tuple[_Elem, ...], int, int, str]] = []
+    wilds: list[list[str]] = []
+    keys: list[list[str]] = []
+    for r, key in enumerate(zip(cols["port"], cols["priority"], cols["metric"], cols["raw_name"], strict=True)):
+        spec_list = _spec_cache.get(key)
+        if spec_list is None:
+            spec_list = _spec_cache[key] = _specs(*key)
+        for spec in spec_list:
+            family, elems, obj_len, prefix_len, _style = spec
+            probe = Leaf(family, elems, obj_len, prefix_len, "", 0.0)
+            wild = _matches(sub, probe)
+            if wild is None:
+                continue
+            rows.append(r)
+            specs.append(spec)
+            wilds.append(wild)
+            keys.append(_sonic_keys(sub, probe, wild))
+    return _Render(rows, specs, wilds, keys if sub.family == "sonic" else None)
+
+
+def _texts(values: np.ndarray[Any, Any], styles: Sequence[str]) -> list[str]:
+    ints = np.floor(values)
+    if (ints == values).all() and np.abs(values).max(initial=0) < 2**62:
+        text = [str(v) for v in values.astype(np.int64).tolist()]
+    else:
+        text = [str(int(v)) if v == int(v) else repr(v) for v in values.tolist()]
+    for i, style in enumerate(styles):
+        if style != "number":
+            text[i] = _text(float(values[i]), style)
+    return text
+
+
+def _rendered(sub: _Sub, plan: _Render, values: np.ndarray[Any, Any], ts: int, encoding: int, target: str) -> list[Any]:
+    """What `_notifications` sends for this subscription, from a cached plan and this tick's values."""
+    if not plan.rows:
+        return []
+    vals = values[plan.rows]
+    texts = _texts(vals, [spec[4] for spec in plan.specs])
+    if plan.keys is not None and encoding != _PROTO:  # the hot path: one SONiC JSON document per subscription
+        doc: dict[str, Any] = {}
+        scalar: str | None = None
+        for keys, text in zip(plan.keys, texts, strict=True):
+            if not keys:
+                scalar = text
+                continue
+            node = doc
+            for k in keys[:-1]:
+                node = node.setdefault(k, {})
+            node[keys[-1]] = text
+        return [_sonic_json(sub, doc, scalar, ts, encoding, target)]
+    matched = [
+        (Leaf(family, elems, obj_len, prefix_len, text, float(v)), wild)
+        for (family, elems, obj_len, prefix_len, _), text, v, wild in zip(
+            plan.specs, texts, vals.tolist(), plan.wild, strict=True
+        )
+    ]
+    return _encode(sub, matched, ts, encoding, target)
 
 
 def _serialize(message: Any) -> bytes:
@@ -263,6 +391,7 @@ class GnmiFacade:
         min_interval_s: float = 0.01,
         extra: Callable[[], Iterable[Any]] | None = None,
         max_workers: int = 16,
+        clock: TickClock | None = None,
     ) -> None:
         self.source = source
         self.host = host
@@ -276,6 +405,8 @@ class GnmiFacade:
         self.subscribes = 0
         self.rejected = 0
         self.notifications = 0
+        self.clock = clock
+        self.values_sent = 0  # clocked streams: values sent (a collector that decoded as many has them all)
         self._server: Any = None
         self._stopping = threading.Event()
         self._lock = threading.Lock()
@@ -385,6 +516,9 @@ class GnmiFacade:
         ended = threading.Event()
         context.add_callback(ended.set)
         stopping = self._stopping
+        if self.clock is not None:
+            yield from self._subscribe_ticks(self.clock, sl, subs, encoding, ended, stopping)
+            return
         due = [time.monotonic()] * len(subs)
         synced = False
         while not (ended.is_set() or stopping.is_set()):
@@ -410,6 +544,59 @@ class GnmiFacade:
             wait = min(due) - time.monotonic()
             if wait > 0:
                 ended.wait(min(wait, 0.1))
+
+    def _subscribe_ticks(
+        self,
+        clock: TickClock,
+        sl: Any,
+        subs: list[_Sub],
+        encoding: int,
+        ended: threading.Event,
+        stopping: threading.Event,
+    ) -> Iterator[Any]:
+        """SAMPLE on fabric time: one round per published tick, each subscription when its interval is due."""
+        consumer = clock.register(f"gnmi {self.address}")
+        try:
+            seen = 0
+            due: list[int | None] = [None] * len(subs)
+            plans: dict[tuple[int, tuple[Any, ...]], _Render] = {}
+            synced = False
+            while not (ended.is_set() or stopping.is_set()):
+                tick = clock.wait_tick(seen, 0.1)
+                if tick is None:
+                    continue
+                if tick < 0:
+                    return
+                seen = tick
+                table = self.source()
+                ts = _ts_ns(table)
+                layout = _layout_key(table)
+                values = table.column("value").to_numpy()
+                sent = 0
+                for i, sub in enumerate(subs):
+                    step = max(1, round(sub.interval_s * 1e9))
+                    when = due[i]
+                    if when is not None and ts < when - step // 1000:  # (a microsecond of slack per interval)
+                        continue
+                    due[i] = (ts if when is None else when) + step
+                    plan = plans.get((i, layout))
+                    if plan is None:
+                        plan = plans[(i, layout)] = _plan(sub, table)
+                    sent += len(plan.rows)
+                    for n in _rendered(sub, plan, values, ts, encoding, sl.prefix.target):
+                        with self._lock:
+                            self.notifications += 1
+                        yield pb.SubscribeResponse(update=n)
+                with self._lock:
+                    self.values_sent += sent
+                if not synced:
+                    synced = True
+                    yield pb.SubscribeResponse(sync_response=True)
+                clock.done(consumer, tick)  # grpc asked for more: the tick's messages went to the transport
+                if sl.mode == _ONCE:
+                    return
+        finally:
+            clock.unregister(consumer)
 
 
 def engine_source(

@@ -1,0 +1,178 @@
+"""Training job: is this job hurt by the fabric, where, and by what? Everything is scoped to `$job`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rocescope.dashboards import grafana as gr
+from rocescope.dashboards import queries as q
+
+F, E, L = q.F, q.E, q.L
+JOB = q.text_var("job")
+ON_JOB_NICS = q.job_nic_filter()
+ON_JOB_PORTS = f"({ON_JOB_NICS} OR (device, port) IN ({q.JOB_LEAF_PORTS}))"
+
+
+def build() -> dict[str, Any]:
+    lay = gr.Layout()
+    placement = f"SELECT * FROM ({q.JOB_ENDPOINTS})"
+    lay.add(gr.stat("Hosts", f"SELECT uniqExact(host) AS hosts FROM ({placement})"), w=4, h=4)
+    lay.add(gr.stat("NICs", f"SELECT uniqExact(host, netdev) AS nics FROM ({placement})"), w=4, h=4)
+    lay.add(
+        gr.stat(
+            "Rails",
+            f"SELECT uniqExact(netdev) AS rails FROM ({placement})",
+            description="Rail-optimized: one NIC per rail per host.",
+        ),
+        w=4,
+        h=4,
+    )
+    lay.add(
+        gr.stat(
+            "Findings",
+            f"SELECT count() AS findings FROM {F} WHERE {q.FINDINGS_IN_RANGE} AND has({q.col(F, 'job_ids')}, {JOB})",
+        ),
+        w=4,
+        h=4,
+    )
+    lay.add(
+        gr.stat(
+            "Leaves",
+            f"SELECT uniqExact(device) AS leaves FROM ({q.JOB_LEAF_PORTS})",
+            description="Switches the job's NICs are cabled to.",
+        ),
+        w=8,
+        h=4,
+    )
+    lay.add(
+        gr.table(
+            "Placement: hosts, NICs, rails and their leaf ports",
+            f"""SELECT e.rank AS rank, e.host AS host, e.netdev AS nic, e.rdma_dev AS rdma_dev, e.ip AS ip,
+    l.{q.col(L, "peer_device")} AS leaf, l.{q.col(L, "peer_port")} AS leaf_port, e.valid_from AS since
+FROM ({q.JOB_ENDPOINTS}) AS e
+LEFT JOIN (SELECT DISTINCT device, port, peer_device, peer_port FROM {L}) AS l
+    ON l.device = e.host AND l.port = e.netdev
+ORDER BY host, nic""",
+        ),
+        w=24,
+    )
+    lay.add(
+        gr.state_timeline(
+            "The job's findings on a timeline",
+            f"""SELECT t AS time, toString({q.col(F, "kind")}) AS series,
+    if(t < {q.col(F, "end")}, 1, 0) AS value
+FROM {F}
+ARRAY JOIN [{q.col(F, "start")}, {q.col(F, "end")}] AS t
+WHERE {q.FINDINGS_IN_RANGE} AND has({q.col(F, "job_ids")}, {JOB})
+ORDER BY time""",
+            mappings=[
+                {
+                    "type": "value",
+                    "options": {"0": {"text": "ok", "color": "green"}, "1": {"text": "finding", "color": "red"}},
+                }
+            ],
+        ),
+        w=24,
+        h=6,
+    )
+    lay.add(
+        gr.table(
+            "The job's findings",
+            f"""SELECT toString({q.col(F, "severity")}) AS severity, toString({q.col(F, "kind")}) AS kind,
+    {q.col(F, "start")} AS start, {q.col(F, "end")} AS end, {q.col(F, "summary")} AS summary,
+    {q.FINDING_ID} AS finding
+FROM {F}
+WHERE {q.FINDINGS_IN_RANGE} AND has({q.col(F, "job_ids")}, {JOB})
+ORDER BY start""",
+        ),
+        w=24,
+        h=6,
+    )
+    lay.add(
+        gr.timeseries(
+            "CNPs sent (by receivers) vs handled (by senders), job NICs",
+            q.rate_series(("cnp_sent", "cnp_handled"), ON_JOB_NICS, "metric"),
+            "pps",
+            description="A receiver sends CNPs when it sees ECN marks; senders should handle about as many. "
+            "Sent far above handled means CNPs are lost or ignored.",
+        ),
+        w=12,
+    )
+    lay.add(
+        gr.timeseries(
+            "Time paused by PFC on the job's ports (% of time, worst ports)",
+            f"""SELECT time, series, value FROM (
+    {q.rate_series(("pfc_rx_pause_duration_us",), ON_JOB_PORTS, "concat(device, ':', port)", " / 1e4")}
+) WHERE series IN (
+    SELECT concat(device, ':', port) FROM {q.PORT_RATES}
+    WHERE $__timeFilter(ts) AND metric = {q.metric("pfc_rx_pause_duration_us")} AND {ON_JOB_PORTS}
+    GROUP BY device, port ORDER BY max(rate) DESC LIMIT 10
+)
+ORDER BY time""",
+            "percent",
+            description="Share of time each port's transmit was held by received PFC: the job's NICs and the leaf "
+            "ports facing them (the 10 worst).",
+        ),
+        w=12,
+    )
+    lay.add(
+        gr.timeseries(
+            "ECN marks on the job's ports (packets per s)",
+            q.rate_series(
+                ("ecn_marked_roce_packets", "queue_ecn_marked_packets"),
+                ON_JOB_PORTS,
+                "if(role = 'nic', 'NICs', 'leaf ports')",
+            ),
+            "pps",
+            description="CE-marked RoCE packets the job's NICs received, and marks by the leaf queues toward them.",
+        ),
+        w=12,
+    )
+    lay.add(
+        gr.table(
+            "The job's share of each uplink of its leaves (estimated)",
+            f"""WITH
+    host_tx AS (
+        SELECT l.peer_device AS leaf, sumIf(r.{q.DELTA}, {q.job_nic_filter("r.device", "r.port")}) AS job_bytes,
+            sum(r.{q.DELTA}) AS all_bytes
+        FROM {q.PORT_RATES} AS r
+        INNER JOIN (SELECT DISTINCT device, port, peer_device FROM {L}) AS l ON l.device = r.device AND l.port = r.port
+        WHERE $__timeFilter(r.ts) AND r.metric = {q.metric("tx_bytes")} AND r.role = 'nic'
+        GROUP BY leaf
+    ),
+    uplink_tx AS (
+        SELECT device AS leaf, port AS uplink, sum({q.DELTA}) AS bytes
+        FROM {q.PORT_RATES}
+        WHERE $__timeFilter(ts) AND metric = {q.metric("tx_bytes")} AND (device, port) IN ({q.UPLINKS})
+        GROUP BY leaf, uplink
+    )
+SELECT u.leaf AS leaf, u.uplink AS uplink,
+    round(u.bytes * 8 / 1e9 / greatest(dateDiff('second', $__fromTime, $__toTime), 1), 2) AS uplink_avg_gbps,
+    round(100 * h.job_bytes / greatest(h.all_bytes, 1), 1) AS job_share_pct,
+    round(u.bytes * h.job_bytes / greatest(h.all_bytes, 1) * 8 / 1e9
+        / greatest(dateDiff('second', $__fromTime, $__toTime), 1), 2) AS job_avg_gbps
+FROM uplink_tx AS u
+INNER JOIN host_tx AS h ON h.leaf = u.leaf
+WHERE h.job_bytes > 0
+ORDER BY leaf, uplink""",
+            description="Counters carry no flow identity, so the job's share of an uplink is estimated as its share "
+            "of the bytes the leaf's hosts sent; sampled packets (the `packets` table) would make it exact.",
+        ),
+        w=24,
+    )
+    return gr.dashboard(
+        "rocescope: training job",
+        "rocescope-job",
+        lay,
+        variables=[
+            gr.query_var(
+                "job",
+                "Job",
+                f"SELECT DISTINCT {q.col(E, 'job_id')} FROM {E} "
+                f"WHERE {q.col(E, 'valid_from')} <= $__toTime AND {q.col(E, 'valid_to')} >= $__fromTime "
+                f"ORDER BY 1",
+            )
+        ],
+        annotation_where=f"has({q.col(F, 'job_ids')}, {JOB})",
+        description="One training job: its placement, findings, congestion signals and uplink share.",
+    )

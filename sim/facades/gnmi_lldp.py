@@ -1,0 +1,154 @@
+"""gNMI LLDP facade: a grpc gNMI target on loopback serving one simulated switch's openconfig-lldp state.
+
+Kept apart from `gnmi.GnmiFacade` (which serves counters) so the two evolve independently. It serves
+`/lldp/interfaces/interface[name=P]/neighbors/neighbor[id=N]/state` for every cabled port of the
+device, as an SONiC/OpenConfig switch would: Get and Subscribe ONCE (STREAM is refused: LLDP state is
+read on a slow poll). JSON/JSON_IETF answers carry one object per neighbor (`system-name`, `port-id`,
+`port-id-type`, `chassis-id`...); PROTO answers carry typed string leaves. `get_enabled=False` makes Get
+UNIMPLEMENTED (the collector then falls back to ONCE); `extra()` yields items (Notifications, or raw
+bytes) sent after the neighbors, for tests of malformed answers.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import grpc
+
+from rocescope.collectors.gnmi_proto import GNMI_VERSION, pb
+from rocescope.sim.facades.lldp import chassis_mac
+from rocescope.sim.topology import Topology
+
+__all__ = ["LldpGnmiFacade"]
+
+_JSON, _PROTO, _JSON_IETF = 0, 2, 4
+_ONCE = 1
+
+
+def _serialize(message: Any) -> bytes:
+    return message if isinstance(message, bytes) else bytes(message.SerializeToString())
+
+
+class LldpGnmiFacade:
+    """A gNMI target (loopback, free port) serving `device`'s LLDP neighbors from the topology."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        device: str,
+        *,
+        host: str = "127.0.0.1",
+        get_enabled: bool = True,
+        extra: Callable[[], Iterable[Any]] | None = None,
+    ) -> None:
+        self.topology = topology
+        self.device = device
+        self.host = host
+        self.port = 0
+        self.get_enabled = get_enabled
+        self.extra = extra
+        self.gets = 0
+        self.subscribes = 0
+        self._server: Any = None
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    def __enter__(self) -> LldpGnmiFacade:
+        server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="gnmi-lldp"))
+        handlers = {
+            "Capabilities": grpc.unary_unary_rpc_method_handler(
+                self._capabilities, pb.CapabilityRequest.FromString, _serialize
+            ),
+            "Get": grpc.unary_unary_rpc_method_handler(self._get, pb.GetRequest.FromString, _serialize),
+            "Subscribe": grpc.stream_stream_rpc_method_handler(
+                self._subscribe, pb.SubscribeRequest.FromString, _serialize
+            ),
+        }
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", handlers),))
+        self.port = server.add_insecure_port(f"{self.host}:0")
+        server.start()
+        self._server = server
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._server is not None:
+            self._server.stop(None).wait()
+            self._server = None
+
+    def _state(self, port: Any) -> dict[str, str]:
+        return {
+            "openconfig-lldp:system-name": port.peer_device,
+            "openconfig-lldp:port-id": port.peer_port,
+            "openconfig-lldp:port-id-type": "openconfig-lldp-types:INTERFACE_NAME",
+            "openconfig-lldp:port-description": port.peer_port,
+            "openconfig-lldp:chassis-id": chassis_mac(self.topology, port.peer_device),
+            "openconfig-lldp:chassis-id-type": "openconfig-lldp-types:MAC_ADDRESS",
+            "openconfig-lldp:id": port.peer_device,
+        }
+
+    def notifications(self, encoding: int) -> list[Any]:
+        out = []
+        for port in self.topology.ports_of(self.device):
+            prefix = pb.Path()
+            for name, keys in (
+                ("lldp", {}),
+                ("interfaces", {}),
+                ("interface", {"name": port.name}),
+                ("neighbors", {}),
+                ("neighbor", {"id": port.peer_device}),
+            ):
+                elem = prefix.elem.add(name=name)
+                for k, v in keys.items():
+                    elem.key[k] = v
+            n = pb.Notification(timestamp=1, prefix=prefix)
+            state = self._state(port)
+            if encoding == _PROTO:
+                for leaf, value in state.items():
+                    u = n.update.add()
+                    u.path.elem.add(name="state")
+                    u.path.elem.add(name=leaf.rpartition(":")[2])
+                    u.val.string_val = value
+            else:
+                u = n.update.add()
+                u.path.elem.add(name="state")
+                body = json.dumps(state).encode()
+                if encoding == _JSON:
+                    u.val.json_val = body
+                else:
+                    u.val.json_ietf_val = body
+            out.append(n)
+        return out
+
+    def _capabilities(self, request: Any, context: Any) -> Any:
+        return pb.CapabilityResponse(
+            supported_models=[pb.ModelData(name="openconfig-lldp", organization="OpenConfig working group")],
+            supported_encodings=[_JSON, _PROTO, _JSON_IETF],
+            gNMI_version=GNMI_VERSION,
+        )
+
+    def _get(self, request: Any, context: Any) -> Any:
+        if not self.get_enabled:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "Get is not served here")
+        self.gets += 1
+        extra = [n for n in (self.extra() if self.extra is not None else ()) if not isinstance(n, bytes)]
+        return pb.GetResponse(notification=[*self.notifications(request.encoding), *extra])
+
+    def _subscribe(self, requests: Iterator[Any], context: Any) -> Iterator[Any]:
+        first = next(requests, None)
+        if first is None or first.WhichOneof("request") != "subscribe":
+            context.abort(grpc.StatusCode.INVALID_ARGUMENT, "want a subscription list")
+            return
+        if first.subscribe.mode != _ONCE:
+            context.abort(grpc.StatusCode.UNIMPLEMENTED, "only ONCE subscriptions are served")
+        self.subscribes += 1
+        for n in self.notifications(first.subscribe.encoding):
+            yield pb.SubscribeResponse(update=n)
+        if self.extra is not None:
+            for item in self.extra():
+                yield item if isinstance(item, bytes) else pb.SubscribeResponse(update=item)
+        yield pb.SubscribeResponse(sync_response=True)
