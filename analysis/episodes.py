@@ -24,11 +24,6 @@ def episodes(
 
     `interval` names the column with each sample's covered seconds (None: a sample is an instant).
     """
-    if frame.is_empty():
-        schema = {k: frame.schema[k] for k in keys}
-        schema |= {"start": frame.schema["ts"], "end": frame.schema["ts"], "samples": pl.UInt32()}
-        out = pl.DataFrame(schema=schema)
-        return out.with_columns(aggregations) if aggregations else out
     keys = list(keys)
     ordered = frame.sort([*keys, "ts"])
     gap = pl.duration(microseconds=round(gap_s * 1e6))
@@ -40,7 +35,7 @@ def episodes(
         ordered.with_columns(starts.alias("_from"))
         .group_by([*keys, "_episode"], maintain_order=True)
         .agg(
-            pl.col("_from").min().alias("start"),
+            pl.col("_from").min().cast(frame.schema["ts"]).alias("start"),
             pl.col("ts").max().alias("end"),
             pl.len().alias("samples"),
             *aggregations,

@@ -138,7 +138,7 @@ def score(
         s.recalled += 1
         best = min(hits, key=lambda f: (not set(f.ports) & set(t.ports), abs((f.start - t.start).total_seconds())))
         s.localized += bool(set(best.ports) & set(t.ports))
-        s.attributed += set(best.job_ids) == set(t.job_ids)
+        s.attributed += set(best.job_ids or ()) == set(t.job_ids)
         s.delays.append(max(0.0, (best.start - t.start).total_seconds()) / poll_s)
     for f in findings:
         s = scores[f.kind]

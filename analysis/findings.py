@@ -38,7 +38,8 @@ class Finding:
     score: float
     summary: str
     evidence: dict[str, Any] = field(default_factory=dict)
-    job_ids: tuple[str, ...] = ()
+    #: None: the runner attributes the jobs at `ports`; () means the detector knows no job was hurt.
+    job_ids: tuple[str, ...] | None = None
     detector: str = ""
     detector_version: str = ""
 
@@ -82,7 +83,7 @@ def findings_arrow(findings: Sequence[Finding], run_id: str) -> pa.Table:
             "severity": [f.severity for f in findings],
             "start": pa.array([f.start for f in findings], ts),
             "end": pa.array([f.end for f in findings], ts),
-            "job_ids": pa.array([list(f.job_ids) for f in findings], strs),
+            "job_ids": pa.array([list(f.job_ids or ()) for f in findings], strs),
             "devices": pa.array([list(f.devices) for f in findings], strs),
             "ports": pa.array([list(f.ports) for f in findings], strs),
             "priority": pa.array([f.priority for f in findings], pa.int8()),

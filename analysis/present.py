@@ -8,6 +8,7 @@ from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from rich import box
 from rich.table import Table
 
 from rocescope.analysis.eval import KindScore
@@ -89,9 +90,13 @@ def findings_json(rows: Sequence[Mapping[str, Any]]) -> str:
 
 
 def scores_table(scores: Mapping[str, KindScore], title: str = "detector evaluation") -> Table:
-    t = Table(title=title, title_justify="left")
-    for col in ("kind", "incidents", "findings", "precision", "recall", "localization", "jobs", "delay p50", "max"):
-        t.add_column(col, justify="left" if col == "kind" else "right")
+    t = Table(
+        title=title, title_justify="left", caption="delay in sampling intervals", caption_justify="left",
+        box=box.SIMPLE_HEAD, pad_edge=False,
+    )  # fmt: skip
+    # short headers and no wrapping, so the table stays whole in an 80-column terminal or a CI log
+    for col in ("kind", "truth", "found", "prec", "recall", "local", "jobs", "delay50", "max"):
+        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
     for kind in sorted(scores):
         d = scores[kind].as_dict()
 

@@ -108,7 +108,7 @@ def analyze(
 
 
 def _attributed(f: Finding, fabric: Fabric) -> Finding:
-    if f.job_ids:
+    if f.job_ids is not None:
         return f
     return f.with_(job_ids=tuple(fabric.jobs_at_refs(f.ports, f.start, f.end)))
 

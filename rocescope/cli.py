@@ -741,7 +741,7 @@ def analyze(
                 window = Window(start, end)
                 result = run_analysis(store, window, cfg, detector, write=not dry_run, progress=not follow)
                 rows = [
-                    {**vars(f), "ports": list(f.ports), "devices": list(f.devices), "job_ids": list(f.job_ids)}
+                    {**vars(f), "ports": list(f.ports), "devices": list(f.devices), "job_ids": list(f.job_ids or ())}
                     for f in result.findings
                 ]
                 console.print(
@@ -798,7 +798,7 @@ def eval_cmd(
         )
     except RocescopeError as exc:
         raise _fail(exc) from None
-    console.print(scores_table(scores, f"detector evaluation: {seeds} seed(s) per kind"))
+    console.print(scores_table(scores, f"detector evaluation: {seeds} seed(s) per kind"), width=max(console.width, 100))
     if parse_duration(baseline) > 0:
         console.print(f"clean baseline ({baseline} of fabric time): {len(baseline_findings)} finding(s)")
     if out is not None:

@@ -4,11 +4,27 @@ from __future__ import annotations
 
 from typing import Any
 
-from rocescope.analysis.detectors import pfc_storm
+from rocescope.analysis.detectors import (
+    cnp_loss,
+    incast,
+    link_health,
+    microburst,
+    pfc_deadlock,
+    pfc_storm,
+    polarization,
+)
 from rocescope.analysis.detectors.base import Detector
 
 #: In run order.
-DETECTORS: tuple[Detector[Any], ...] = (pfc_storm.DETECTOR,)
+DETECTORS: tuple[Detector[Any], ...] = (
+    pfc_storm.DETECTOR,
+    pfc_deadlock.DETECTOR,
+    polarization.DETECTOR,
+    incast.DETECTOR,
+    microburst.DETECTOR,
+    cnp_loss.DETECTOR,
+    link_health.DETECTOR,
+)
 
 
 def by_name(name: str) -> Detector[Any]:

@@ -104,7 +104,8 @@ def test_episodes_join_close_samples_and_split_at_gaps(now: dt.datetime) -> None
     eps = episodes(frame, ["port"], gap_s=1.5, aggregations=[pl.col("v").max().alias("peak")])
     assert eps["samples"].to_list() == [3, 2] and eps["peak"].to_list() == [3, 5]
     assert eps["start"][0] == now and eps["end"][1] == ts[-1]
-    assert episodes(frame.clear(), ["port"], 1.5).is_empty()
+    empty = episodes(frame.clear(), ["port"], 1.5, aggregations=[pl.col("v").max().alias("peak")])
+    assert empty.is_empty() and empty.schema["peak"] == pl.Int64 and empty.schema["start"] == frame.schema["ts"]
 
 
 def _fabric(now: dt.datetime) -> Fabric:

@@ -1,0 +1,435 @@
+"""Link and configuration health: flapping links, degraded optics, and lossless traffic dropped where PFC
+should have paused it.
+
+Flapping links (`link_flap`). A flap is a down event of a link seen by either end: an `oper_up` gauge
+dip (consecutive samples at 0 on a port that is up elsewhere in the window; the link went down after
+the sample before), a `link_down_events` increase (mlx5 `link_down_events_phy`, which also counts
+downs shorter than a poll) or half a `carrier_transitions` increase (Linux `carrier_changes`, both
+directions). Both ends of a cable are one link (LLDP adjacency). Events of one link closer than
+`merge_gap_s` are one incident (one finding per flapping episode, not per flap: the link flaps
+again before anyone could have repaired it); it is reported when it has at least `min_flaps` downs
+(one down and up is an outage, not a flap). This is how operators read flaps (e.g. Cisco/Arista
+link-flap error-disable: N flaps within an interval; Meta, "RDMA over Ethernet for Distributed AI
+Training at Meta Scale", SIGCOMM 2024, on link flaps stalling collectives).
+
+Degraded optics (`degraded_optics`). Frames failing their FCS (`rx_fcs_errors`, IEEE 802.3 clause 3),
+symbol errors (`rx_symbol_errors`) or uncorrectable FEC codewords (`fec_uncorrectable_blocks`) rising
+on a port: consecutive error samples closer than `error_gap_s` form an episode, kept when it lasts
+at least `min_error_seconds` at `min_error_rate` errors/s or more and, where the port's received
+frames are known, at least `min_error_ratio` of them (healthy links show none after FEC). Errors on a
+link that flaps within `merge_gap_s` of them are the same failing cable: they are evidence of the
+`link_flap` finding (and extend it), not a finding of their own; errors on a link whose downs are
+too few to be a flapping episode are degraded optics. Optics DOM (`optics_rx_power_dbm`)
+is added as evidence where reported.
+
+PFC misconfiguration (`pfc_misconfig`). On a lossless priority (IEEE 802.1Qbb) a switch should
+pause its upstream before its ingress priority group overflows, so drops there mean PFC did not act:
+`pg_dropped_packets` (SONiC `PG_DROP`, as `pfcstat`/`show priority-group drop counters` show) or
+`queue_dropped_packets` on a lossless priority, or `rx_discards` of a port that has no per-priority
+drop counter, while the same port sent no PFC pause on that priority (`pfc_tx_pause`, pause duration)
+around the drops (a port with PFC on pauses before it drops; one that pauses and still drops has a
+headroom problem, not this). Drops at a port whose link went down within two polls are link events
+(queued frames dropped on a down port; see `link_flap`) and are skipped. Drop samples closer than
+`misconfig_gap_s` form one finding when they add up to `min_lossless_drops` packets or more. As
+with SONiC's PFC watchdog, drops of lossless traffic are the symptom to alarm on; the cause shown
+is the port's flat pause counters.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import netdev_of
+from rocescope.analysis.findings import Finding
+
+OPER_UP = "oper_up"
+DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
+ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks")
+RX_FRAMES = ("rx_unicast_packets", "rx_packets")
+DOM = "optics_rx_power_dbm"
+LOSSLESS_DROPS = ("pg_dropped_packets", "queue_dropped_packets")
+PORT_DROPS = "rx_discards"
+PFC_SENT = ("pfc_tx_pause", "pfc_tx_pause_duration_us")
+
+
+class LinkHealthParams(Params):
+    merge_gap_s: float = Field(
+        60.0, gt=0, description="Flaps (and errors) of one link closer than this are one incident."
+    )
+    min_flaps: int = Field(2, ge=1, description="Down events an incident needs to be a flapping link.")
+    error_gap_s: float = Field(30.0, gt=0, description="Error samples of a port closer than this are one episode.")
+    min_error_seconds: float = Field(10.0, ge=0, description="Degraded optics: errors for at least this long.")
+    min_error_rate: float = Field(1.0, ge=0, description="Degraded optics: mean errors per second, at least.")
+    min_error_ratio: float = Field(
+        1e-6, ge=0, description="Degraded optics: errors per received frame, at least (where frames are known)."
+    )
+    lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that must not drop (PFC on).")
+    min_lossless_drops: float = Field(10.0, gt=0, description="PFC misconfig: dropped packets per episode.")
+    misconfig_gap_s: float = Field(60.0, gt=0, description="Drop samples of a port closer than this are one episode.")
+    critical_flaps: int = Field(5, ge=1, description="Flap incidents with at least this many downs are critical.")
+    idle_Bps: float = Field(
+        1e6, ge=0, description="A link whose ends both sent less than this (bytes/s, window mean) carried no job."
+    )
+
+
+@dataclass
+class Incident:
+    """One link's flaps or errors merged in time, before it becomes a finding."""
+
+    link: tuple[str, ...]
+    start: dt.datetime
+    end: dt.datetime
+    flaps: int = 0
+    errors: dict[str, dict[str, float]] = field(default_factory=dict)
+
+    def near(self, start: dt.datetime, end: dt.datetime, gap_s: float) -> bool:
+        gap = dt.timedelta(seconds=gap_s)
+        return start <= self.end + gap and end >= self.start - gap
+
+
+def _link_keys(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:
+    """(device, port) -> `link`: both ends' `device:port` refs, sorted (a port without a known peer
+    is a link of one end)."""
+    rows = []
+    for device, port in ports.select("device", "port").unique().iter_rows():
+        iface = netdev_of(port)
+        peer = ctx.fabric.peer(device, iface)
+        ends = [f"{device}:{iface}"] + ([f"{peer[0]}:{peer[1]}"] if peer else [])
+        rows.append((device, port, sorted(ends)))
+    return pl.DataFrame(rows, schema={"device": pl.String, "port": pl.String, "link": pl.List(pl.String)}, orient="row")
+
+
+def _down_events(ctx: Context) -> pl.DataFrame:
+    """Every link-down event in the window: device, port, start, end, downs, source."""
+    frames, poll = ctx.frames, ctx.poll_s
+    schema: dict[str, pl.DataType] = {
+        "device": pl.String(),
+        "port": pl.String(),
+        "start": pl.Datetime("ns", "UTC"),
+        "end": pl.Datetime("ns", "UTC"),
+        "downs": pl.Float64(),
+        "source": pl.String(),
+    }
+    parts = [pl.DataFrame(schema=schema)]
+    dips = frames.gauges_below([OPER_UP], 0.5)
+    if not dips.is_empty():
+        series = frames.gauges([OPER_UP], min_value=0.5, devices=sorted(set(dips["device"].to_list())))
+        ever_up = series.select("device", "port").unique()
+        dips = dips.join(ever_up, on=["device", "port"])  # never up in the window: unused, not flapping
+        eps = episodes(dips, ["device", "port"], gap_s=1.5 * poll, interval=None)
+        parts.append(
+            eps.select(
+                "device",
+                "port",
+                (pl.col("start") - pl.duration(microseconds=round(poll * 1e6))).alias("start"),
+                "end",
+                pl.lit(1.0).alias("downs"),
+                pl.lit(OPER_UP).alias("source"),
+            )
+        )
+    counted = frames.rates(list(DOWN_COUNTERS), min_rate=1e-9)
+    if not counted.is_empty():
+        transitions = pl.col("metric") == "carrier_transitions"
+        parts.append(
+            counted.select(
+                "device",
+                "port",
+                (pl.col("ts") - pl.duration(microseconds=(pl.col("dt_s") * 1e6).round().cast(pl.Int64))).alias("start"),
+                pl.col("ts").alias("end"),
+                pl.when(transitions).then((pl.col("delta") / 2).ceil()).otherwise(pl.col("delta")).alias("downs"),
+                pl.col("metric").alias("source"),
+            )
+        )
+    return pl.concat([p.cast(pl.Schema(schema)) for p in parts])
+
+
+def _clusters(frame: pl.DataFrame, gap_s: float) -> pl.DataFrame:
+    """Rows of one `link` whose spans come within `gap_s` of each other get the same `cluster`."""
+    gap = pl.duration(microseconds=round(gap_s * 1e6))
+    ordered = frame.sort("link", "start")
+    reach = pl.col("end").cum_max().shift(1).over("link")
+    new = ((pl.col("start") - reach) > gap).fill_null(True)
+    return ordered.with_columns(new.cast(pl.UInt32).cum_sum().over("link").alias("cluster"))
+
+
+def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame) -> list[Incident]:
+    if downs.is_empty():
+        return []
+    ev = _clusters(downs.join(_link_keys(ctx, downs), on=["device", "port"]), p.merge_gap_s)
+    per_end = ev.group_by("link", "cluster", "device", "port", "source").agg(pl.col("downs").sum())
+    counts = per_end.group_by("link", "cluster").agg(pl.col("downs").max().alias("flaps"))
+    spans = ev.group_by("link", "cluster").agg(pl.col("start").min(), pl.col("end").max())
+    rows = spans.join(counts, on=["link", "cluster"]).filter(pl.col("flaps") >= p.min_flaps).sort("start")
+    return [
+        Incident(tuple(link), start, end, int(flaps))
+        for link, _, start, end, flaps in rows.select("link", "cluster", "start", "end", "flaps").iter_rows()
+    ]
+
+
+def _error_episodes(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
+    """Per port, episodes of frame/symbol/FEC errors with totals per metric and the frame error ratio."""
+    err = ctx.frames.rates(list(ERROR_METRICS), min_rate=1e-9)
+    if err.is_empty():
+        return pl.DataFrame()
+    per_ts = err.group_by("ts", "device", "port").agg(
+        pl.col("delta").sum().alias("errors"),
+        pl.col("dt_s").max(),
+        *(pl.col("delta").filter(pl.col("metric") == m).sum().alias(m) for m in ERROR_METRICS),
+    )
+    eps = episodes(
+        per_ts,
+        ["device", "port"],
+        gap_s=p.error_gap_s,
+        aggregations=[pl.col("errors").sum(), *(pl.col(m).sum() for m in ERROR_METRICS)],
+    )
+    # frames received over each episode, for the error ratio (only the ports with errors are read)
+    rx = ctx.frames.rates(list(RX_FRAMES), devices=sorted(set(eps["device"].to_list())))
+    rx = rx.join(eps.select("device", "port").unique(), on=["device", "port"])
+    frames_rx = (
+        eps.join(rx.select("device", "port", "ts", "delta"), on=["device", "port"], how="left")
+        .filter(pl.col("ts").is_null() | ((pl.col("ts") > pl.col("start")) & (pl.col("ts") <= pl.col("end"))))
+        .group_by("device", "port", "start")
+        .agg(pl.col("delta").sum().alias("rx_frames"), pl.col("ts").count().alias("rx_samples"))
+    )
+    eps = eps.join(frames_rx, on=["device", "port", "start"], how="left")
+    seconds = (pl.col("end") - pl.col("start")).dt.total_microseconds() / 1e6
+    ratio = pl.when(pl.col("rx_samples") > 0).then(pl.col("errors") / (pl.col("rx_frames") + pl.col("errors")))
+    return eps.with_columns(seconds.alias("seconds"), ratio.alias("error_ratio"))
+
+
+def _merge_errors(
+    ctx: Context, p: LinkHealthParams, eps: pl.DataFrame, flaps: list[Incident]
+) -> tuple[list[Incident], list[Incident]]:
+    """Error episodes folded into the flap incidents of their link; the rest as optics incidents."""
+    if eps.is_empty():
+        return flaps, []
+    eps = eps.join(_link_keys(ctx, eps), on=["device", "port"])
+    alone = []
+    for row in eps.iter_rows(named=True):
+        link = tuple(row["link"])
+        errors = {m: row[m] for m in ("errors", *ERROR_METRICS)} | {"error_ratio": row["error_ratio"]}
+        ref = f"{row['device']}:{netdev_of(row['port'])}"
+        hit = next((f for f in flaps if f.link == link and f.near(row["start"], row["end"], p.merge_gap_s)), None)
+        if hit is not None:
+            hit.start, hit.end = min(hit.start, row["start"]), max(hit.end, row["end"])
+            _add(hit.errors, ref, errors)
+            continue
+        ratio = row["error_ratio"]
+        sustained = row["seconds"] >= p.min_error_seconds and row["seconds"] > 0
+        if not sustained or row["errors"] / row["seconds"] < p.min_error_rate:
+            continue
+        if ratio is not None and ratio < p.min_error_ratio:
+            continue
+        alone.append(Incident(link, row["start"], row["end"], 0, {ref: errors}))
+    optics: list[Incident] = []
+    for inc in sorted(alone, key=lambda i: i.start):  # both ends of one cable erring: one finding
+        same = next((o for o in optics if o.link == inc.link and o.near(inc.start, inc.end, p.merge_gap_s)), None)
+        if same is None:
+            optics.append(inc)
+            continue
+        same.start, same.end = min(same.start, inc.start), max(same.end, inc.end)
+        for ref, errs in inc.errors.items():
+            _add(same.errors, ref, errs)
+    return flaps, optics
+
+
+def _add(into: dict[str, dict[str, float]], ref: str, errors: dict[str, Any]) -> None:
+    have = into.setdefault(ref, {})
+    for k, v in errors.items():
+        if k == "error_ratio":
+            if v is not None:
+                have[k] = max(have.get(k, 0.0), float(v))
+        else:
+            have[k] = have.get(k, 0.0) + float(v or 0.0)
+
+
+def _ends(inc: Incident) -> list[str]:
+    """The link's refs, the end that received the most errors first."""
+    return sorted(inc.link, key=lambda r: (-inc.errors.get(r, {}).get("errors", 0.0), r))
+
+
+def _dom(ctx: Context, incidents: Sequence[Incident]) -> dict[str, float]:
+    """Lowest received optical power per ref of the incidents' ports, where reported."""
+    refs = {r for i in incidents for r in i.link}
+    if not refs:
+        return {}
+    g = ctx.frames.gauges([DOM], devices=sorted({r.partition(":")[0] for r in refs}))
+    low = g.group_by("device", "port").agg(pl.col("value").min())
+    out: dict[str, float] = {}
+    for d, port, v in low.iter_rows():
+        ref = f"{d}:{netdev_of(port)}"
+        if ref in refs:
+            out[ref] = min(v, out.get(ref, math.inf))
+    return out
+
+
+def _idle_links(ctx: Context, p: LinkHealthParams, incidents: Sequence[Incident]) -> set[tuple[str, ...]]:
+    """Links of the incidents that carried (almost) no traffic either way in the window: no job's
+    traffic crossed them, whatever the placement would allow."""
+    if not incidents:
+        return set()
+    sent = ctx.frames.totals(["tx_bytes"], ctx.window.seconds).group_by("device", "port").agg(pl.col("delta").sum())
+    tx = {f"{d}:{netdev_of(port)}": float(v) for d, port, v in sent.iter_rows()}
+    floor = p.idle_Bps * ctx.window.seconds
+    return {i.link for i in incidents if all(r in tx and tx[r] < floor for r in i.link)}
+
+
+def _jobs(ctx: Context, refs: Sequence[str], start: dt.datetime, end: dt.datetime, idle: bool) -> tuple[str, ...]:
+    return () if idle else tuple(ctx.fabric.jobs_at_refs(refs, start, end))
+
+
+def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> list[Finding]:
+    flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), _flap_incidents(ctx, p, events))
+    dom = _dom(ctx, [*flaps, *optics])
+    idle = _idle_links(ctx, p, [*flaps, *optics])
+    out = []
+    for inc in flaps:
+        start, end = ctx.clip(inc.start, inc.end)
+        ends = _ends(inc)
+        errors = sum(e.get("errors", 0.0) for e in inc.errors.values())
+        out.append(
+            Finding(
+                kind="link_flap",
+                severity="critical" if inc.flaps >= p.critical_flaps else "warning",
+                start=start,
+                end=end,
+                devices=tuple(dict.fromkeys(r.partition(":")[0] for r in ends)),
+                ports=tuple(ends),
+                priority=-1,
+                score=float(inc.flaps),
+                summary=(
+                    f"link flap: {' <-> '.join(ends)} went down {inc.flaps} times in "
+                    f"{(end - start).total_seconds():.0f} s"
+                    + (f"; {errors:.0f} frames failed FCS/FEC while up (failing optics or cable)" if errors else "")
+                ),
+                evidence={
+                    "flaps": inc.flaps,
+                    "errors": inc.errors,
+                    "optics_rx_power_dbm": {r: dom[r] for r in ends if r in dom},
+                    "idle_link": inc.link in idle,
+                },
+                job_ids=_jobs(ctx, ends, start, end, inc.link in idle),
+            )
+        )
+    for inc in optics:
+        start, end = ctx.clip(inc.start, inc.end)
+        ends = _ends(inc)
+        seconds = max((end - start).total_seconds(), ctx.poll_s)
+        errors = sum(e.get("errors", 0.0) for e in inc.errors.values())
+        ratio = max((e.get("error_ratio", 0.0) for e in inc.errors.values()), default=0.0)
+        out.append(
+            Finding(
+                kind="degraded_optics",
+                severity="warning",
+                start=start,
+                end=end,
+                devices=tuple(dict.fromkeys(r.partition(":")[0] for r in ends)),
+                ports=tuple(ends),
+                priority=-1,
+                score=errors,
+                summary=(
+                    f"degraded optics: {ends[0]} received {errors:.0f} corrupted frames/codewords in {seconds:.0f} s "
+                    f"({errors / seconds:.1f}/s" + (f", {ratio:.1e} of frames)" if ratio else ")") + " without a flap"
+                ),
+                evidence={
+                    "errors": inc.errors,
+                    "optics_rx_power_dbm": {r: dom[r] for r in ends if r in dom},
+                    "idle_link": inc.link in idle,
+                },
+                job_ids=_jobs(ctx, ends, start, end, inc.link in idle),
+            )
+        )
+    return out
+
+
+def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> list[Finding]:
+    frames, fabric, poll = ctx.frames, ctx.fabric, ctx.poll_s
+    lossless = list(p.lossless_priorities)
+    if not lossless:
+        return []
+    drops = frames.rates(list(LOSSLESS_DROPS), min_rate=1e-9, roles=["switch"], priorities=lossless)
+    port_drops = frames.rates([PORT_DROPS], min_rate=1e-9, roles=["switch"])
+    if not port_drops.is_empty():
+        # port-level discards stand in only where a port has no per-priority ingress drop counter
+        pg = frames.rates(["pg_dropped_packets"], devices=sorted(set(port_drops["device"].to_list())))
+        port_drops = port_drops.join(pg.select("device", "port").unique(), on=["device", "port"], how="anti")
+        drops = pl.concat([drops, port_drops.with_columns(pl.lit(lossless[0], pl.Int8).alias("priority"))])
+    if drops.is_empty():
+        return []
+    eps = episodes(
+        drops,
+        ["device", "port", "priority"],
+        gap_s=p.misconfig_gap_s,
+        aggregations=[
+            pl.col("delta").filter(pl.col("metric") == m).sum().alias(m) for m in (*LOSSLESS_DROPS, PORT_DROPS)
+        ],
+    )
+    eps = eps.with_columns(pl.sum_horizontal(*LOSSLESS_DROPS, PORT_DROPS).alias("dropped")).filter(
+        pl.col("dropped") >= p.min_lossless_drops
+    )
+    if eps.is_empty():
+        return []
+    paused = frames.rates(list(PFC_SENT), min_rate=1e-9, roles=["switch"], priorities=lossless)
+    slack = dt.timedelta(seconds=2 * poll)
+    downs = events.join(_link_keys(ctx, events), on=["device", "port"]) if not events.is_empty() else events
+    out = []
+    for row in eps.iter_rows(named=True):
+        device, port, prio = row["device"], row["port"], int(row["priority"])
+        lo, hi = row["start"] - slack, row["end"] + slack
+        around = paused.filter(
+            (pl.col("device") == device) & (pl.col("port") == port) & (pl.col("priority") == prio)
+        ).filter(pl.col("ts").is_between(lo, hi))
+        if not around.is_empty():
+            continue  # PFC acted and still dropped: headroom, not a missing PFC config
+        ref = f"{device}:{netdev_of(port)}"
+        if not downs.is_empty():
+            down_here = downs.filter(
+                pl.col("link").list.contains(ref) & (pl.col("start") <= hi) & (pl.col("end") >= lo)
+            )
+            if not down_here.is_empty():
+                continue  # frames queued on a link that went down: a link event
+        start, end = ctx.clip(row["start"], row["end"])
+        peer = fabric.peer(device, port)
+        jobs = fabric.jobs_at(*peer, start, end) if peer else fabric.jobs_at(device, port, start, end)
+        where = "ingress priority group" if row["pg_dropped_packets"] or row[PORT_DROPS] else "egress queue"
+        out.append(
+            Finding(
+                kind="pfc_misconfig",
+                severity="critical",
+                start=start,
+                end=end,
+                devices=(device, peer[0]) if peer else (device,),
+                ports=(ref,),
+                priority=prio,
+                score=row["dropped"],
+                summary=(
+                    f"PFC misconfig: {ref} dropped {row['dropped']:.0f} packets of lossless priority {prio} at its "
+                    f"{where} without sending a single PFC pause (PFC off for that priority?)"
+                ),
+                evidence={
+                    "dropped": row["dropped"],
+                    **{m: row[m] for m in (*LOSSLESS_DROPS, PORT_DROPS)},
+                    "pfc_pause_sent": 0,
+                    "peer": f"{peer[0]}:{peer[1]}" if peer else None,
+                },
+                job_ids=tuple(sorted(jobs)),
+            )
+        )
+    return out
+
+
+def detect(ctx: Context, p: LinkHealthParams) -> list[Finding]:
+    events = _down_events(ctx)
+    return _link_findings(ctx, p, events) + _misconfig_findings(ctx, p, events)
+
+
+DETECTOR = Detector("link_health", "1", ("link_flap", "degraded_optics", "pfc_misconfig"), LinkHealthParams, detect)

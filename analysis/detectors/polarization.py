@@ -1,0 +1,439 @@
+"""Hash polarization: the spine tier repeats the leaf tier's ECMP choice, so in every spine's group of
+parallel links towards a leaf the same members sit idle while their siblings carry everything.
+
+Background (Cisco's CEF load-sharing notes on "CEF polarization", the reason for the `universal`
+algorithm that seeds each router's hash with its own unique ID; Dell OS9's anti-polarization hash
+seeds and Nokia SR's system-IP load balancing answer the same problem): when two tiers run the same
+hash function with the same seed, a switch of the second tier computes for each flow the same hash as
+the tier before it; the flows the leaf sent to spine S all share the bits that chose S, and S's
+`hash mod n` over its parallel links is fixed by them. Per-hop imbalance alone is not that: with a
+handful of elephant flows per group, random seeds leave links idle by chance (a single flow always
+idles its siblings). What polarization adds is *correlation*: the idle member is the same group
+position on every group of the spine, all the time.
+
+Method, on the spine downlinks' `tx_bytes` per sample:
+
+* a *group* is a spine's parallel links towards one leaf (ports sorted by number, as ECMP groups
+  order their members); groups of one link carry no choice and are left out;
+* per spine, sample and group size `n`, the bytes of all groups are summed per member *position*;
+  a position is *cold* in a sample when it carries at most `cold_share / n` of them while the spine
+  moves at least `min_gbps` (under independent hashing every position tends to `1 / n`);
+* consecutive cold samples of (spine, n, position) form an episode (gaps up to `max_gap_polls`
+  polls bridged) kept when it lasts `min_seconds` and, over the episode, at least `min_groups`
+  active groups and a share `min_group_agreement` of them are individually cold at that position
+  (so one heavy group cannot fake it); cold positions of a spine overlapping in time are judged
+  together (with 4 links per group, 2 of them idle);
+* the agreement must be unlikely under independent hashing even at the fewest flows the groups can
+  carry (one each, missing the cold members with probability (n - cold) / n): the binomial tail of
+  that many agreeing groups is at most `max_chance`. A small fabric (few leaf groups) cannot show
+  polarization apart from chance, and is not called; the skew left is the second tier's conditioned
+  on the first;
+* episodes of every spine overlapping in time are one incident, one finding: ports are the hot
+  members (above their group's mean over the episode), devices the spines then the leaves behind
+  the hot ports, jobs those crossing the polarized spines. Severity is critical when a hot member
+  runs at `critical_utilization` of its speed (the idle siblings then cost throughput).
+
+Known limit: the counters cannot tell a fabric with about one flow per spine group (e.g. contiguous
+placement with one ring crossing per leaf) polarized from unlucky; `max_chance` keeps such cases
+quiet rather than guessing.
+
+Evidence carries per group max/mean, coefficient of variation and Jain's fairness index
+(R. Jain, D. Chiu, W. Hawe, "A Quantitative Measure of Fairness and Discrimination for Resource
+Allocation in Shared Computer Systems", DEC-TR-301, 1984: J = (sum x)^2 / (n sum x^2), 1 when even,
+1/n when one member takes all), the spine's position shares outside the incident when the window has
+some (the un-polarized reference), the leaf uplink groups' imbalance per `bucket_s` bucket (the first
+tier), and, when sampled packets are stored (`packets`, optional: the simulator writes none), the flow
+entropy per leaf uplink group: distinct (src, dst, UDP source port) flows and the Shannon entropy of
+their packet shares. Few flows per uplink is low entropy, the reason ECMP cannot spread whatever
+the hashing; it is reported, never a finding by itself.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+import re
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.pfc_storm import link_speeds_bps
+from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.findings import Finding
+
+
+class PolarizationParams(Params):
+    cold_share: float = Field(
+        0.2, gt=0, lt=1, description="A member position carrying at most this times 1/n of a spine's bytes is cold."
+    )
+    min_gbps: float = Field(1.0, ge=0, description="Spine downlink traffic (per group size) below this is not judged.")
+    min_seconds: float = Field(20.0, gt=0, description="Cold position sustained at least this long.")
+    max_gap_polls: float = Field(3.0, ge=1, description="Samples this many polls apart still belong to one episode.")
+    min_groups: int = Field(4, ge=1, description="Active groups of the spine needed to call a correlation.")
+    min_group_agreement: float = Field(
+        0.75, gt=0, le=1, description="Share of the active groups individually cold at the position."
+    )
+    max_chance: float = Field(
+        0.01,
+        gt=0,
+        le=1,
+        description="Largest chance that independent hashing idles those members anyway (chance_idle).",
+    )
+    critical_utilization: float = Field(
+        0.8, gt=0, le=1, description="A hot member at this share of its speed makes the finding critical."
+    )
+    bucket_s: float = Field(10.0, gt=0, description="Bucket of the first-tier (leaf uplink) imbalance evidence.")
+    min_flows_per_link: float = Field(
+        4.0, gt=0, description="Sampled flows per uplink below this is low entropy (packets evidence)."
+    )
+
+
+@dataclass(frozen=True)
+class SpineEpisode:
+    """One spine's position(s) cold over a span, with the groups that agree."""
+
+    spine: str
+    n: int
+    positions: tuple[int, ...]
+    start: dt.datetime
+    end: dt.datetime
+    hot: tuple[str, ...]
+    leaves: tuple[str, ...]
+    evidence: dict[str, Any]
+
+
+def imbalance(values: Sequence[float]) -> dict[str, float]:
+    """max/mean, coefficient of variation and Jain's index of per-member loads (even: 1, 0, 1)."""
+    n, total = len(values), float(sum(values))
+    if n == 0 or total <= 0:
+        return {"max_mean": 1.0, "cov": 0.0, "jain": 1.0}
+    mean = total / n
+    var = sum((v - mean) ** 2 for v in values) / n
+    return {
+        "max_mean": max(values) / mean,
+        "cov": math.sqrt(var) / mean,
+        "jain": total**2 / (n * sum(v * v for v in values)),
+    }
+
+
+def _port_order(port: str) -> tuple[tuple[int, ...], str]:
+    """Ports in number order (Ethernet4 before Ethernet12, Ethernet1/2 before Ethernet1/10)."""
+    return tuple(int(x) for x in re.findall(r"\d+", port)), port
+
+
+def spine_groups(fabric: Fabric) -> pl.DataFrame:
+    """Every spine port facing a leaf: its group (spine, leaf), the group's size and member position."""
+    rows: list[tuple[str, str, str, int, int]] = []
+    for spine in sorted(fabric.spines):
+        by_leaf: dict[str, list[str]] = defaultdict(list)
+        for port in fabric.ports_of(spine):
+            peer = fabric.peer(spine, port)
+            if peer is not None and peer[0] in fabric.leaves:
+                by_leaf[peer[0]].append(port)
+        for leaf, ports in by_leaf.items():
+            ordered = sorted(ports, key=_port_order)
+            rows += [(spine, port, leaf, len(ordered), k) for k, port in enumerate(ordered)]
+    schema = {"device": pl.String, "port": pl.String, "leaf": pl.String, "n": pl.Int64, "pos": pl.Int64}
+    return pl.DataFrame(rows, schema=schema, orient="row").filter(pl.col("n") > 1)
+
+
+def _port_bytes(ctx: Context, devices: list[str]) -> pl.DataFrame:
+    """Per-port transmitted bytes per sample (port totals; per-priority rows summed where no total)."""
+    r = ctx.frames.rates(["tx_bytes"], devices=devices)
+    if r.is_empty():
+        return r
+    totals = r.filter(pl.col("priority") < 0)
+    has_total = totals.select("device", "port").unique()
+    per_prio = r.join(has_total, on=["device", "port"], how="anti")
+    if not per_prio.is_empty():
+        summed = per_prio.group_by("ts", "device", "role", "port", "metric").agg(
+            pl.lit(-1, pl.Int8).alias("priority"), pl.col("delta").sum(), pl.col("dt_s").max()
+        )
+        summed = summed.with_columns((pl.col("delta") / pl.col("dt_s")).alias("rate"))
+        totals = pl.concat([totals, summed.select(totals.columns)])
+    return totals
+
+
+def _cold_samples(data: pl.DataFrame, p: PolarizationParams, poll_s: float) -> pl.DataFrame:
+    """Per (spine, n, position, sample): the position's share of the spine's bytes and whether it is cold."""
+    per_pos = data.group_by("device", "n", "pos", "t").agg(pl.col("delta").sum(), pl.col("dt_s").max())
+    keys = ["device", "n", "t"]
+    return (
+        per_pos.with_columns(
+            pl.col("delta").sum().over(keys).alias("total"), pl.col("dt_s").max().over(keys).alias("dt_s")
+        )
+        .with_columns((pl.col("delta") / pl.col("total")).alias("share"))
+        .filter(pl.col("total") * 8 / pl.col("dt_s") >= max(p.min_gbps * 1e9, 1.0))
+        .with_columns((pl.col("share") <= p.cold_share / pl.col("n")).alias("cold"))
+        .rename({"t": "ts"})
+    )
+
+
+def chance_idle(groups: int, agreeing: int, n: int, cold: int) -> float:
+    """Under independent hashing, the chance that at least `agreeing` of `groups` active groups leave the
+    same `cold` of their `n` members idle, at the fewest flows they can carry (one each: a flow misses
+    the cold members with probability (n - cold) / n); more flows per group only make it smaller."""
+    q = (n - cold) / n
+    return sum(math.comb(groups, k) * q**k * (1 - q) ** (groups - k) for k in range(agreeing, groups + 1))
+
+
+def _judge(
+    data: pl.DataFrame,
+    spine: str,
+    n: int,
+    cold_at: tuple[int, ...],
+    start: dt.datetime,
+    end: dt.datetime,
+    p: PolarizationParams,
+) -> SpineEpisode | None:
+    """The spine's groups over the episode: enough of them individually idle at `cold_at`, or None."""
+    span = data.filter((pl.col("device") == spine) & (pl.col("n") == n) & (pl.col("t") > start) & (pl.col("t") <= end))
+    ports = span.group_by("leaf", "port", "pos").agg(pl.col("delta").sum()).sort("leaf", "pos")
+    groups = ports.group_by("leaf", maintain_order=True).agg(
+        pl.col("port"), pl.col("pos"), pl.col("delta"), pl.col("delta").sum().alias("total")
+    )
+    active = groups.filter(pl.col("total") > 0)
+    cold_groups, hot, leaves, detail = 0, [], [], []
+    shares = [0.0] * n
+    for leaf, gports, gpos, gbytes, total in active.iter_rows():
+        by_pos = dict(zip(gpos, gbytes, strict=True))
+        for k in range(n):
+            shares[k] += by_pos.get(k, 0.0)
+        cold = sum(by_pos.get(k, 0.0) for k in cold_at) <= p.cold_share * len(cold_at) / n * total
+        cold_groups += cold
+        if cold:
+            mean = total / n
+            group_hot = [f"{spine}:{port}" for port, b in zip(gports, gbytes, strict=True) if b > mean]
+            hot += group_hot
+            leaves.append(leaf)
+            detail.append(
+                {"group": f"{spine}->{leaf}", "hot": group_hot, **imbalance(list(gbytes) + [0.0] * (n - len(gbytes)))}
+            )
+    chance = chance_idle(active.height, cold_groups, n, len(cold_at))
+    enough = cold_groups >= max(p.min_groups, p.min_group_agreement * active.height)
+    if not enough or chance > p.max_chance:
+        return None
+    grand = sum(shares) or 1.0
+    position_share = [s / grand for s in shares]
+    evidence = {
+        "spine": spine,
+        "links_per_group": n,
+        "cold_positions": list(cold_at),
+        "position_share": position_share,
+        "jain_positions": imbalance(position_share)["jain"],
+        "active_groups": active.height,
+        "agreeing_groups": cold_groups,
+        "chance_independent": chance,
+        "groups": detail,
+    }
+    return SpineEpisode(spine, n, cold_at, start, end, tuple(hot), tuple(leaves), evidence)
+
+
+def spine_episodes(ctx: Context, p: PolarizationParams) -> tuple[list[SpineEpisode], pl.DataFrame]:
+    """Every spine's sustained, group-agreed cold positions, and the per-port sample data they came from."""
+    groups = spine_groups(ctx.fabric)
+    if groups.is_empty():
+        return [], pl.DataFrame()
+    raw = _port_bytes(ctx, sorted(set(groups["device"].to_list())))
+    if raw.is_empty():
+        return [], pl.DataFrame()
+    step = f"{max(1, round(ctx.poll_s * 1000))}ms"
+    data = raw.join(groups, on=["device", "port"]).with_columns(pl.col("ts").dt.round(step).alias("t"))
+    samples = _cold_samples(data, p, ctx.poll_s).filter(pl.col("cold"))
+    eps = episodes(samples, ["device", "n", "pos"], gap_s=(p.max_gap_polls + 0.5) * ctx.poll_s)
+    min_span = max(p.min_seconds, ctx.poll_s)
+    eps = eps.filter((pl.col("end") - pl.col("start")).dt.total_microseconds() >= min_span * 1e6)
+    # cold positions of one spine and group size overlapping in time are one pattern (n > 2 may idle several)
+    clusters: list[tuple[str, int, set[int], dt.datetime, dt.datetime]] = []
+    for spine, n, pos, start, end, _samples in eps.sort("device", "n", "start").iter_rows():
+        last = clusters[-1] if clusters else None
+        if last and (last[0], last[1]) == (spine, n) and start <= last[4]:
+            clusters[-1] = (spine, n, last[2] | {pos}, min(last[3], start), max(last[4], end))
+        else:
+            clusters.append((spine, n, {pos}, start, end))
+    found = [_judge(data, spine, n, tuple(sorted(cold)), start, end, p) for spine, n, cold, start, end in clusters]
+    return [e for e in found if e is not None], data
+
+
+def _incidents(eps: list[SpineEpisode]) -> list[list[SpineEpisode]]:
+    """Spine episodes overlapping in time, chained: one incident each."""
+    out: list[list[SpineEpisode]] = []
+    end: dt.datetime | None = None
+    for e in sorted(eps, key=lambda e: e.start):
+        if out and end is not None and e.start <= end:
+            out[-1].append(e)
+            end = max(end, e.end)
+        else:
+            out.append([e])
+            end = e.end
+    return out
+
+
+def _reference_shares(data: pl.DataFrame, spine: str, n: int, start: dt.datetime, end: dt.datetime) -> list[float]:
+    """The spine's position shares outside [start, end] (the un-polarized reference), [] without data."""
+    outside = data.filter(
+        (pl.col("device") == spine) & (pl.col("n") == n) & ((pl.col("t") <= start) | (pl.col("t") > end))
+    )
+    by_pos = outside.group_by("pos").agg(pl.col("delta").sum())
+    total = float(by_pos["delta"].sum()) if by_pos.height else 0.0
+    if total <= 0:
+        return []
+    got = dict(by_pos.iter_rows())
+    return [float(got.get(k, 0.0)) / total for k in range(n)]
+
+
+def _uplink_imbalance(
+    ctx: Context, p: PolarizationParams, leaves: Sequence[str], start: dt.datetime, end: dt.datetime
+) -> list[dict[str, Any]]:
+    """First tier: each leaf's uplink group imbalance over the buckets inside the incident."""
+    t = ctx.frames.totals(["tx_bytes"], p.bucket_s, roles=["switch"])
+    if t.is_empty():
+        return []
+    t = t.filter(pl.col("device").is_in(list(leaves)) & (pl.col("bucket") >= start) & (pl.col("bucket") < end))
+    out = []
+    for leaf in leaves:
+        ups = [port for port in ctx.fabric.ports_of(leaf) if ctx.fabric.port_kind(leaf, port) == "uplink"]
+        got = dict(
+            t.filter((pl.col("device") == leaf) & pl.col("port").is_in(ups))
+            .group_by("port")
+            .agg(pl.col("delta").sum())
+            .iter_rows()
+        )
+        if len(ups) > 1 and sum(got.values()) > 0:
+            out.append({"leaf": leaf, **imbalance([float(got.get(u, 0.0)) for u in ups])})
+    return out
+
+
+def flow_entropy(
+    samples: pl.DataFrame, fabric: Fabric, ips: pl.DataFrame, min_flows_per_link: float
+) -> list[dict[str, Any]]:
+    """Per leaf uplink group (from the packets' source and destination NICs) or per captured fabric port:
+    sampled packets, distinct flows (src, dst, UDP source port), UDP source ports and the Shannon entropy
+    (bits) of the flows' packet shares; `low` when the flows per uplink are below `min_flows_per_link`."""
+    if samples.is_empty():
+        return []
+    leaf_of = {
+        ip: fabric.leaf_of(host, netdev) for ip, host, netdev in ips.select("ip", "host", "netdev").unique().iter_rows()
+    }
+    where: list[str | None] = []
+    for point, src, dst in samples.select("capture_point", "src_ip", "dst_ip").iter_rows():
+        device, _, port = point.replace("/", ":", 1).partition(":")
+        kind = fabric.port_kind(device, port) if port else "unknown"
+        if kind in ("uplink", "spine"):
+            where.append(f"{device}:{port}")
+            continue
+        a, b = leaf_of.get(src), leaf_of.get(dst)
+        where.append(f"{a} uplinks" if a and b and a != b else None)
+    tagged = samples.with_columns(pl.Series("where", where, pl.String)).filter(pl.col("where").is_not_null())
+    per_flow = tagged.group_by("where", "src_ip", "dst_ip", "udp_sport").agg(pl.col("packets").sum())
+    stats = per_flow.group_by("where").agg(
+        pl.col("packets").sum().alias("packets"),
+        pl.len().alias("flows"),
+        pl.col("udp_sport").n_unique().alias("udp_sports"),
+        (-(pl.col("packets") / pl.col("packets").sum()) * (pl.col("packets") / pl.col("packets").sum()).log(2))
+        .sum()
+        .alias("entropy_bits"),
+    )
+    out = []
+    for w, packets, flows, sports, bits in stats.sort("where").iter_rows():
+        leaf = w.removesuffix(" uplinks")
+        links = (
+            sum(1 for port in fabric.ports_of(leaf) if fabric.port_kind(leaf, port) == "uplink")
+            if w.endswith(" uplinks")
+            else 1
+        )
+        out.append(
+            {
+                "where": w,
+                "packets": int(packets),
+                "flows": int(flows),
+                "udp_sports": int(sports),
+                "entropy_bits": float(bits),
+                "links": links,
+                "low": flows < min_flows_per_link * links,
+            }
+        )
+    return out
+
+
+def detect(ctx: Context, p: PolarizationParams) -> list[Finding]:
+    eps, data = spine_episodes(ctx, p)
+    findings = []
+    for incident in _incidents(eps):
+        start, end = ctx.clip(min(e.start for e in incident), max(e.end for e in incident))
+        spines = sorted({e.spine for e in incident})
+        hot = list(dict.fromkeys(r for e in incident for r in e.hot))
+        leaves = list(dict.fromkeys(lf for e in incident for lf in e.leaves))
+        fabric = ctx.fabric
+        spine_ports = [
+            f"{s}:{port}"
+            for s in spines
+            for port in fabric.ports_of(s)
+            if (fabric.peer(s, port) or ("", ""))[0] in fabric.leaves
+        ]
+        jobs = fabric.jobs_at_refs(spine_ports, start, end)
+        speeds = link_speeds_bps(ctx.frames, spines)
+        rates = (
+            data.filter(
+                pl.concat_str("device", pl.lit(":"), "port").is_in(hot) & (pl.col("t") > start) & (pl.col("t") <= end)
+            )
+            .group_by("device", "port")
+            .agg((pl.col("delta").sum() / pl.col("dt_s").sum() * 8).alias("bps"))
+        )
+        util = max(
+            (bps / speeds[(d, port)] for d, port, bps in rates.iter_rows() if speeds.get((d, port))), default=0.0
+        )
+        per_spine = []
+        for e in incident:
+            ev = dict(e.evidence)
+            ev["reference_position_share"] = _reference_shares(data, e.spine, e.n, e.start, e.end)
+            ev["start"], ev["end"] = e.start, e.end
+            per_spine.append(ev)
+        seconds = (end - start).total_seconds()
+        evidence: dict[str, Any] = {
+            "spines": per_spine,
+            "hot_ports": hot,
+            "max_hot_utilization": util,
+            "first_tier": _uplink_imbalance(ctx, p, leaves, start, end),
+        }
+        entropy = flow_entropy(
+            ctx.frames.flow_samples(start, end), fabric, ctx.frames.endpoints(), p.min_flows_per_link
+        )
+        if entropy:
+            evidence["flow_entropy"] = entropy
+        low = [x["where"] for x in entropy if x["low"]]
+        groups_hit = sum(len(g["hot"]) > 0 for e in incident for g in e.evidence["groups"])
+        shares = "; ".join(
+            f"{e.spine} leaves member(s) {', '.join(str(k + 1) for k in e.positions)} of {e.n} idle in "
+            f"{e.evidence['agreeing_groups']} of {e.evidence['active_groups']} leaf groups"
+            for e in incident
+        )
+        findings.append(
+            Finding(
+                kind="polarization",
+                severity="critical" if util >= p.critical_utilization else "warning",
+                start=start,
+                end=end,
+                devices=(*spines, *(lf for lf in leaves if lf not in spines)),
+                ports=tuple(hot),
+                priority=-1,
+                score=seconds * groups_hit,
+                summary=(
+                    f"ECMP hash polarization for {seconds:.0f} s: the spines repeat the leaves' hash ({shares}); "
+                    f"{len(hot)} spine links carry the load while their siblings idle"
+                    + (f"; sampled packets show low flow entropy at {', '.join(low)}" if low else "")
+                ),
+                evidence=evidence,
+                job_ids=tuple(jobs),
+            )
+        )
+    return findings
+
+
+DETECTOR = Detector("polarization", "1", ("polarization",), PolarizationParams, detect)

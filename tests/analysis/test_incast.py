@@ -1,0 +1,65 @@
+"""The incast detector on simulated incasts (ground truth from the simulator), an incast with a
+CNP-dropping sender, and runs with no incast at all (including microbursts into the same kind of port)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rocescope.analysis.eval import Truth, score
+from rocescope.analysis.run import analyze, overrides_from
+
+from conftest import Landed
+
+INCAST = ["incast"]
+
+
+def _incast_truth(run: Landed) -> Truth:
+    (truth,) = [t for t in run.truths if t.kind == "incast"]
+    return truth
+
+
+def test_finds_the_incast_its_receiver_senders_and_jobs(land: Callable[..., Landed]) -> None:
+    run = land("incast")
+    truth = _incast_truth(run)
+    with run.open() as store:
+        result = analyze(store, run.window, only=INCAST, write=False)
+    (f,) = result.findings
+    assert f.kind == "incast" and f.priority == 3 and f.severity == "critical"
+    assert f.devices[0] == truth.devices[0] and f.devices[1] == truth.devices[1]  # receiver, then its leaf
+    assert f.ports[0] == truth.ports[0] and f.ports[1] == truth.ports[1]  # the receiver-facing port, the NIC
+    senders = set(truth.devices[2:])
+    assert senders <= set(f.devices) and f.evidence["fan_in"] >= len(senders)
+    assert set(truth.ports[2:]) <= set(f.ports)  # the leaf ports facing every sender
+    assert set(f.job_ids) == set(truth.job_ids)
+    assert abs((f.start - truth.start).total_seconds()) <= 2 and abs((f.end - truth.end).total_seconds()) <= 2
+    assert f.evidence["utilization"] > 0.9 and f.evidence["receiver_cnp_sent_per_s"] > 0
+    assert score(run.truths, result.findings, 1.0)["incast"].recall == 1.0
+
+
+def test_a_sender_that_drops_its_cnps_is_still_a_sender(land: Callable[..., Landed]) -> None:
+    run = land("cnp_loss")  # gpu-001 handles no CNP: only its leaf's PFC pauses show it sending
+    truth = _incast_truth(run)
+    with run.open() as store:
+        (f,) = analyze(store, run.window, only=INCAST, write=False).findings
+    assert f.devices[0] == truth.devices[0] and truth.ports[0] in f.ports
+    assert set(truth.devices[2:]) <= set(f.devices)
+    dropper = next(s for s in f.evidence["senders"] if s["nic"] == "gpu-001:eth0")
+    assert dropper["cnp_handled_per_s"] == 0 and dropper["paused_us_per_s"] > 0
+    assert set(f.job_ids) == set(truth.job_ids)
+
+
+def test_stricter_thresholds_find_nothing(land: Callable[..., Landed]) -> None:
+    run = land("incast")
+    with run.open() as store:
+        for strict in ({"min_intervals": 90}, {"min_senders": 20}, {"min_utilization": 0.99}):
+            cfg = overrides_from({"incast": strict})
+            assert analyze(store, run.window, cfg, only=INCAST, write=False).findings == [], strict
+
+
+def test_no_incast_in_bursts_storms_deadlocks_polarization_flaps_or_clean_runs(land: Callable[..., Landed]) -> None:
+    short = {"baseline": 120, "polarization": 90, "link_flap": 90}
+    for name in ("baseline", "microburst", "pfc_storm", "pfc_deadlock", "polarization", "link_flap"):
+        run = land(name, duration_s=short.get(name))
+        with run.open() as store:
+            found = analyze(store, run.window, only=INCAST, write=False).findings
+        assert found == [], (name, [f.summary for f in found])

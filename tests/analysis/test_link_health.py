@@ -1,0 +1,86 @@
+"""The link health detector: a flapping uplink with failing optics, optics failing without a flap, and a
+port without PFC on the lossless priority (ground truth from the simulator), and runs without any."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from rocescope.analysis.eval import score
+from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.scenario import Scenario, load_scenario
+
+from conftest import Landed
+
+LINK = ["link_health"]
+
+
+def _find(run: Landed, cfg: Any = None) -> list[Any]:
+    with run.open() as store:
+        return analyze(store, run.window, cfg, only=LINK, write=False).findings
+
+
+def test_one_finding_per_flapping_episode_with_its_errors(land: Callable[..., Landed]) -> None:
+    run = land("link_flap")
+    (truth,) = run.truths
+    found = _find(run)
+    (f,) = found  # six flaps, one finding; the FCS errors are its evidence, not a degraded_optics finding
+    assert f.kind == "link_flap" and f.priority == -1 and f.severity == "critical"
+    assert set(f.ports) == set(truth.ports) and set(f.devices) == set(truth.devices)
+    assert set(f.job_ids) == set(truth.job_ids)
+    assert abs((f.start - truth.start).total_seconds()) <= 2 and abs((f.end - truth.end).total_seconds()) <= 2
+    assert f.evidence["flaps"] == 6
+    assert f.evidence["errors"]["leaf-r0-01:Ethernet32"]["rx_fcs_errors"] > 0
+    assert score(run.truths, found, 1.0)["link_flap"].recall == 1.0
+
+
+def test_flap_thresholds(land: Callable[..., Landed]) -> None:
+    run = land("link_flap")
+    fewer = _find(run, overrides_from({"link_health": {"min_flaps": 7}}))
+    # six downs are no flapping episode then; what remains is the failing optics
+    assert [f.kind for f in fewer] == ["degraded_optics"]
+    # flaps 10 s apart are separate outages when the merge gap is shorter: none is a flapping episode
+    split = _find(run, overrides_from({"link_health": {"merge_gap_s": 5}}))
+    assert [f.kind for f in split] == ["degraded_optics"]
+
+
+def _optics_only() -> Scenario:
+    """The link_flap scenario's failing optics with a single 10 ms outage between two polls, too short
+    for any poll of `oper_up` to see: what remains is FCS errors without a flap."""
+    sc = load_scenario("link_flap")
+    (inc,) = sc.incidents
+    changed = {**inc.model_dump(), "start": 60.5, "end": 120.0, "period": 1000.0, "down": 0.01}
+    return sc.model_validate({**sc.model_dump(), "name": "optics_only", "incidents": [changed]})
+
+
+def test_errors_without_flaps_are_degraded_optics(land: Callable[..., Landed]) -> None:
+    run = land(_optics_only(), duration_s=150)
+    found = _find(run)
+    optics = [f for f in found if f.kind == "degraded_optics"]
+    assert [f.kind for f in found if f.kind == "link_flap"] == []
+    (f,) = optics
+    assert f.ports[0] == "leaf-r0-01:Ethernet32" and set(f.devices) == {"leaf-r0-01", "spine-01"}
+    assert abs((f.start - run.at(60.5)).total_seconds()) <= 2 and abs((f.end - run.at(120)).total_seconds()) <= 2
+    assert f.evidence["errors"]["leaf-r0-01:Ethernet32"]["error_ratio"] > 1e-4
+    strict = _find(run, overrides_from({"link_health": {"min_error_ratio": 0.01}}))
+    assert [f for f in strict if f.kind == "degraded_optics"] == []
+
+
+def test_drops_on_the_lossless_priority_without_pause_are_a_pfc_misconfig(land: Callable[..., Landed]) -> None:
+    run = land("pfc_misconfig")
+    (truth,) = [t for t in run.truths if t.kind == "pfc_misconfig"]
+    found = _find(run)
+    (f,) = found
+    assert f.kind == "pfc_misconfig" and f.priority == 3
+    assert f.ports == truth.ports and f.devices == truth.devices
+    assert set(f.job_ids) == set(truth.job_ids)
+    assert f.evidence["pg_dropped_packets"] > 0 and f.evidence["pfc_pause_sent"] == 0
+    assert score(run.truths, found, 1.0)["pfc_misconfig"].recall == 1.0
+    assert _find(run, overrides_from({"link_health": {"min_lossless_drops": 1e9}})) == []
+
+
+def test_healthy_links_and_working_pfc_find_nothing(land: Callable[..., Landed]) -> None:
+    for name in ("baseline", "pfc_storm"):  # the other kinds' scenarios: `rocescope eval`
+        run = land(name, duration_s=120 if name == "baseline" else None)
+        found = _find(run)
+        assert found == [], (name, [f.summary for f in found])
