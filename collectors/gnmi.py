@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import random
 import re
 import threading
@@ -52,6 +51,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from rocescope import catalog
 from rocescope.collectors.gnmi_proto import pb
+from rocescope.config import load_entries
 from rocescope.errors import ConfigError, DecodeError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.metrics import SelfMetrics
@@ -801,29 +801,7 @@ class GnmiTarget:
 def load_targets(path: Path) -> list[GnmiTarget]:
     """Targets from a YAML file (`targets: [{name, address, ...}]`); a value `env:NAME` is read from the
     environment, so passwords stay out of the file. Raises ConfigError naming the entry and the key."""
-    import yaml
-
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"gNMI targets {path}: {exc}") from exc
-    entries = raw.get("targets") if isinstance(raw, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"gNMI targets {path}: want `targets:` with a list of {{name, address, ...}}")
-    targets: list[GnmiTarget] = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ConfigError(f"gNMI targets {path}: targets[{i}] must be a mapping")
-        spec = dict(entry)
-        for key, value in spec.items():
-            if isinstance(value, str) and value.startswith("env:"):
-                if value[4:] not in os.environ:
-                    raise ConfigError(f"gNMI targets {path}: targets[{i}].{key} names unset variable {value[4:]}")
-                spec[key] = os.environ[value[4:]]
-        try:
-            targets.append(GnmiTarget.from_mapping(spec))
-        except ValueError as exc:
-            raise ConfigError(f"gNMI targets {path}: targets[{i}]: {exc}") from None
+    targets = load_entries(path, "gNMI targets", "targets", GnmiTarget.from_mapping)
     names = [t.name for t in targets]
     if len(set(names)) != len(names):
         raise ConfigError(f"gNMI targets {path}: target names must be unique")

@@ -42,7 +42,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target
+from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
 from rocescope.errors import ConfigError, DecodeError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.transport import Producer
@@ -597,14 +597,4 @@ class JobsCollector:
 
     def run(self, interval_s: float, stop: threading.Event, on_batch: Callable[[Batch], None] | None = None) -> int:
         """Poll and publish every `interval_s` until `stop`."""
-        polls = 0
-        while not stop.is_set():
-            for batch in self.poll_once():
-                if on_batch is not None:
-                    on_batch(batch)
-                elif self.producer is not None:
-                    self.producer.publish(batch)
-            polls += 1
-            if stop.wait(interval_s):
-                break
-        return polls
+        return run_polls(self.poll_once, self.producer, interval_s, stop, on_batch)

@@ -35,7 +35,7 @@ import pyarrow as pa
 
 from rocescope.collectors.gnmi import GnmiTarget, parse_path, path_elems
 from rocescope.collectors.gnmi_proto import pb
-from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target
+from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.transport import Producer
@@ -474,17 +474,7 @@ class LldpCollector:
 
     def run(self, interval_s: float, stop: threading.Event, on_batch: Callable[[Batch], None] | None = None) -> int:
         """Poll and publish every `interval_s` until `stop`; returns the number of polls."""
-        polls = 0
-        while not stop.is_set():
-            for batch in self.poll_once():
-                if on_batch is not None:
-                    on_batch(batch)
-                elif self.producer is not None:
-                    self.producer.publish(batch)
-            polls += 1
-            if stop.wait(interval_s):
-                break
-        return polls
+        return run_polls(self.poll_once, self.producer, interval_s, stop, on_batch)
 
 
 def load_hosts(path: Path) -> list[HostLldp]:

@@ -9,6 +9,7 @@ which target is broken and why without one bad device hiding the rest.
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -19,8 +20,9 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.metrics import SelfMetrics
+from rocescope.pipeline.transport import Producer
 
-__all__ = ["PollMetrics", "TargetHealth", "batches_table", "poll_target"]
+__all__ = ["PollMetrics", "TargetHealth", "batches_table", "poll_target", "run_polls"]
 
 T = TypeVar("T")
 
@@ -114,3 +116,24 @@ def batches_table(batches: Sequence[Batch], sort: Sequence[str] = ()) -> pa.Tabl
     }
     plain = pa.table(cols)
     return plain.sort_by([(s, "ascending") for s in sort]) if sort and plain.num_rows else plain
+
+
+def run_polls(
+    poll_once: Callable[[], Sequence[Batch]],
+    producer: Producer | None,
+    interval_s: float,
+    stop: threading.Event,
+    on_batch: Callable[[Batch], None] | None = None,
+) -> int:
+    """Poll and publish (to `on_batch`, else the producer) every `interval_s` until `stop`; returns polls."""
+    polls = 0
+    while not stop.is_set():
+        for batch in poll_once():
+            if on_batch is not None:
+                on_batch(batch)
+            elif producer is not None:
+                producer.publish(batch)
+        polls += 1
+        if stop.wait(interval_s):
+            break
+    return polls

@@ -554,33 +554,9 @@ def collect_ebpf(
 def _snmp_targets(path: Path) -> list[object]:
     """Devices from a YAML file (`devices: [{name, host, ...}]`); a value `env:NAME` is read from the
     environment, so communities and v3 keys stay out of the file."""
-    import os
-
-    import yaml
-
     from rocescope.collectors.snmp import SnmpDevice
 
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
-        raise ConfigError(f"SNMP targets {path}: {exc}") from exc
-    entries = raw.get("devices") if isinstance(raw, dict) else None
-    if not isinstance(entries, list) or not entries:
-        raise ConfigError(f"SNMP targets {path}: want `devices:` with a list of {{name, host, ...}}")
-    devices: list[object] = []
-    for i, entry in enumerate(entries):
-        if not isinstance(entry, dict):
-            raise ConfigError(f"SNMP targets {path}: devices[{i}] must be a mapping")
-        spec = dict(entry)
-        for key, value in spec.items():
-            if isinstance(value, str) and value.startswith("env:"):
-                if value[4:] not in os.environ:
-                    raise ConfigError(f"SNMP targets {path}: devices[{i}].{key} names unset variable {value[4:]}")
-                spec[key] = os.environ[value[4:]]
-        try:
-            devices.append(SnmpDevice.from_mapping(spec))
-        except ValueError as exc:
-            raise ConfigError(f"SNMP targets {path}: devices[{i}]: {exc}") from None
+    devices: list[object] = list(config_mod.load_entries(path, "SNMP targets", "devices", SnmpDevice.from_mapping))
     return devices
 
 

@@ -8,8 +8,9 @@ print: `rocescope config --dump` shows them as `**********`.
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TypeVar
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
@@ -158,3 +159,34 @@ def _describe(exc: ValidationError) -> str:
 def dump(settings: Settings) -> str:
     """The effective configuration as YAML, secrets redacted."""
     return yaml.safe_dump(settings.model_dump(mode="json"), sort_keys=False)
+
+
+T = TypeVar("T")
+
+
+def load_entries(path: Path, what: str, key: str, build: Callable[[dict[str, Any]], T]) -> list[T]:
+    """The entries of a collector's targets file (`key: [{...}, ...]`), each built by `build` (which
+    raises ValueError on a bad one); a value `env:NAME` is read from the environment, so passwords and
+    communities stay out of the file. Raises ConfigError naming the file, the entry and the key."""
+    try:
+        raw = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ConfigError(f"{what} {path}: {exc}") from exc
+    entries = raw.get(key) if isinstance(raw, dict) else None
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{what} {path}: want `{key}:` with a list of mappings")
+    built: list[T] = []
+    for i, entry in enumerate(entries):
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{what} {path}: {key}[{i}] must be a mapping")
+        spec = dict(entry)
+        for name, value in spec.items():
+            if isinstance(value, str) and value.startswith("env:"):
+                if value[4:] not in os.environ:
+                    raise ConfigError(f"{what} {path}: {key}[{i}].{name} names unset variable {value[4:]}")
+                spec[name] = os.environ[value[4:]]
+        try:
+            built.append(build(spec))
+        except ValueError as exc:
+            raise ConfigError(f"{what} {path}: {key}[{i}]: {exc}") from None
+    return built

@@ -222,10 +222,14 @@ def test_pod_uid_from_kubelet_cgroup_paths() -> None:
 
 
 def _sleeper(job: str) -> subprocess.Popen[bytes]:
-    """A child process with a job id in its environment, once it has exec'd (before, /proc shows our copy)."""
+    """A child process with a job id in its environment, once it has exec'd (before, /proc shows our copy;
+    and execve names the process before it lays out the new environment, so wait for both)."""
     child = subprocess.Popen(["sleep", "30"], env={**os.environ, "ROCESCOPE_JOB_ID": job})
+    proc = Path(f"/proc/{child.pid}")
     deadline = time.monotonic() + 10
-    while Path(f"/proc/{child.pid}/comm").read_text().strip() != "sleep" and time.monotonic() < deadline:
+    while time.monotonic() < deadline and not (
+        (proc / "comm").read_text().strip() == "sleep" and b"ROCESCOPE_JOB_ID" in (proc / "environ").read_bytes()
+    ):
         time.sleep(0.005)
     return child
 
