@@ -53,26 +53,28 @@ def by_job(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[st
     return sorted(groups.items(), key=lambda kv: (_rank(kv[1][0]), -len(kv[1]), kv[0]))
 
 
-def _when(ts: dt.datetime) -> str:
-    return f"{ts:%m-%d %H:%M:%S}"
-
-
 def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
-    """One table per job, worst job and worst finding first."""
+    """One table per job, worst job and worst finding first. The summary names the ports, so the table
+    keeps to five columns and stays readable in an 80-column terminal; dates go in the title."""
     tables = []
     for job, group in by_job(rows):
-        t = Table(title=f"[bold]{job}[/bold]: {len(group)} finding(s)", title_justify="left", expand=False)
-        for col in ("severity", "kind", "start", "for", "where", "what"):
-            t.add_column(col, overflow="fold")
+        days = sorted({f"{r['start']:%Y-%m-%d}" for r in group})
+        t = Table(
+            title=f"[bold]{job}[/bold]: {len(group)} finding(s), {', '.join(days)} UTC",
+            title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
+        )  # fmt: skip
+        t.add_column("severity", no_wrap=True)
+        t.add_column("kind", no_wrap=True)
+        t.add_column("start", no_wrap=True)
+        t.add_column("for", justify="right", no_wrap=True)
+        t.add_column("what", ratio=1, overflow="fold")
         for r in group:
             seconds = (r["end"] - r["start"]).total_seconds()
-            where = ", ".join(r["ports"][:3]) + (f" +{len(r['ports']) - 3}" if len(r["ports"]) > 3 else "")
             t.add_row(
                 f"[{SEVERITY_STYLE.get(r['severity'], '')}]{r['severity']}[/]",
                 r["kind"],
-                _when(r["start"]),
+                f"{r['start']:%H:%M:%S}",
                 f"{seconds:.0f} s",
-                where or ", ".join(r["devices"][:3]),
                 r["summary"],
             )
         tables.append(t)

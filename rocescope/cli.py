@@ -20,6 +20,7 @@ from rich.table import Table as RichTable
 
 from rocescope import config as config_mod
 from rocescope import schema
+from rocescope.deploy import shard_targets
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.store import Store
 
@@ -106,6 +107,30 @@ def migrate() -> None:
         raise _fail(exc) from None
     for action in actions or ["store is up to date"]:
         console.print(action)
+
+
+@app.command("serve-http")
+def serve_http(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (ClickHouse's HTTP port is 8123).")] = 8123,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+) -> None:
+    """Serve the embedded store over ClickHouse's HTTP interface on loopback (no authentication), so a
+    local Grafana or any ClickHouse HTTP client can read it; while it runs it owns the store directory."""
+    from rocescope.pipeline.chdb_http import ChdbHttpServer
+    from rocescope.pipeline.store import ChdbStore
+
+    try:
+        settings = _settings()
+        if settings.store.backend != "chdb":
+            raise ConfigError("serve-http serves the embedded store (store.backend: chdb)")
+        with _store(settings) as store:
+            assert isinstance(store, ChdbStore)
+            server = ChdbHttpServer(store.session, "127.0.0.1", port).start()
+            console.print(f"serving {settings.store.path} (database {store.database}) at {server.url}", highlight=False)
+            _run_until_stopped(seconds).wait()
+            server.stop()
+    except (RocescopeError, OSError) as exc:
+        raise _fail(exc if isinstance(exc, RocescopeError) else ConfigError(f"port {port}: {exc}")) from None
 
 
 class OutFormat(StrEnum):
@@ -566,6 +591,10 @@ def collect_snmp(
     interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 10.0,
     seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Poll every device once and exit.")] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Only this replica's share: i/n (0-based) or auto (StatefulSet ordinal)."),
+    ] = None,
 ) -> None:
     """Poll switches over SNMP (v2c, v3): IF-MIB 64-bit counters, link state and speed, PFC MIB counters."""
     from rocescope.collectors.snmp import SnmpCollector, SnmpDevice
@@ -574,6 +603,7 @@ def collect_snmp(
     try:
         settings = _settings()
         devices = [d for d in _snmp_targets(targets) if isinstance(d, SnmpDevice)]
+        devices = shard_targets(devices, lambda d: d.name, shard)
         with publishing(settings) as (producer, _):
             collector = SnmpCollector(devices, producer)
             if once:
@@ -601,13 +631,17 @@ def collect_gnmi(
     seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Print every target's first full sample; ship nothing.")] = False,
     limit: Annotated[int, typer.Option(help="--once: rows shown.")] = 200,
+    shard: Annotated[
+        str | None,
+        typer.Option(help="Only this replica's share: i/n (0-based) or auto (StatefulSet ordinal)."),
+    ] = None,
 ) -> None:
     """Stream switch counters over gNMI (Subscribe STREAM/SAMPLE): SONiC COUNTERS_DB, OpenConfig, SR Linux."""
     from rocescope.collectors.gnmi import GnmiCollector, load_targets
     from rocescope.pipeline.runner import publishing
 
     try:
-        devices = load_targets(targets)
+        devices = shard_targets(load_targets(targets), lambda t: t.name, shard)
         if once:
             collector = GnmiCollector(devices)
             batches = collector.collect_once()
@@ -843,6 +877,40 @@ def report(
         highlight=False,
         soft_wrap=True,
     )
+
+
+clickhouse_app = typer.Typer(help="ClickHouse server and cluster helpers.", no_args_is_help=True)
+app.add_typer(clickhouse_app, name="clickhouse")
+
+
+@clickhouse_app.command("ddl")
+def clickhouse_ddl(
+    kafka_engine: Annotated[
+        bool, typer.Option("--kafka-engine", help="Also Kafka-engine tables + materialized views.")
+    ] = False,
+    replicated: Annotated[
+        bool, typer.Option("--replicated", help="ReplicatedMergeTree `<table>_local` + Distributed `<table>`.")
+    ] = False,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name (remote_servers) for --replicated.")] = None,
+    consumers: Annotated[int, typer.Option(help="kafka_num_consumers per Kafka table (<= partitions).")] = 1,
+) -> None:
+    """Print the schema's DDL for a ClickHouse server or cluster, derived from rocescope.schema: what
+    `migrate` runs, or the replicated/distributed variant, plus (optionally) Kafka-engine ingestion."""
+    from rocescope.pipeline.kafka_engine import kafka_engine_ddl, plain_ddl, replicated_ddl
+
+    try:
+        settings = _settings()
+        if replicated and not cluster:
+            raise ConfigError("--replicated needs --cluster NAME")
+        if cluster and not replicated:
+            raise ConfigError("--cluster goes with --replicated")
+        statements = replicated_ddl(settings, cluster) if replicated and cluster else plain_ddl(settings)
+        if kafka_engine:
+            statements += kafka_engine_ddl(settings, cluster or "", consumers)
+    except (RocescopeError, ValueError) as exc:
+        raise _fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+    for sql in statements:
+        print(sql.rstrip() + ";\n")
 
 
 # `collect lldp`, `collect jobs` and the `import --kind` readers live in their own module.

@@ -35,6 +35,7 @@ SUBCOMMANDS = [
     "sim list",
     "sim run",
     "collect",
+    "serve-http",
     "sink",
     "import",
     "analyze",
@@ -280,3 +281,35 @@ def test_collect_snmp_bad_targets_file(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--config", str(_config(tmp_path)), "collect", "snmp", "--targets", str(targets)])
     assert result.exit_code == 1
     assert "devices[0]" in result.output and "colour" in result.output
+
+
+def test_serve_http_lets_a_clickhouse_client_read_the_embedded_store(tmp_path: Path) -> None:
+    import clickhouse_connect
+
+    cfg = _config(tmp_path)
+    result = runner.invoke(app, ["--config", str(cfg), "import", str(_links_file(tmp_path)), "--table", "links"])
+    assert result.exit_code == 0, result.output
+    port = free_port()
+    args = ["--config", str(cfg), "serve-http", "--port", str(port), "--seconds", "60"]
+    proc = subprocess.Popen([sys.executable, "-m", "rocescope.cli", *args], stdout=subprocess.PIPE)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                client = clickhouse_connect.get_client(host="127.0.0.1", port=port, database="rocescope")
+                break
+            except Exception:
+                if time.monotonic() > deadline or proc.poll() is not None:
+                    raise
+                time.sleep(0.2)
+        assert client.query("SELECT count() FROM links").result_rows == [(25,)]
+        assert client.query("SELECT {k:String} AS k", parameters={"k": "x' OR 1=1"}).result_rows == [("x' OR 1=1",)]
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def _links_file(tmp_path: Path) -> Path:
+    path = tmp_path / "links.parquet"
+    pq.write_table(sample_table("links", 25), path)
+    return path
