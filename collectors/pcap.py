@@ -189,6 +189,7 @@ class PcapCollector:
     skipped: Counter[str] = field(default_factory=Counter)
     malformed: int = 0
     source_errors: int = 0
+    fast_files: bool = True  # classic pcap files take the numpy path (pcap_fast); live capture stays on tshark
 
     def rows(self, source: PacketSource) -> Iterator[dict[str, Any]]:
         for packet in source.packets():
@@ -208,6 +209,13 @@ class PcapCollector:
 
     def collect(self, source: PacketSource, batch_rows: int = 10_000) -> Iterator[Batch]:
         """Batches of at most `batch_rows` packets, keyed by capture point."""
+        if self.fast_files and isinstance(source, PcapFile):
+            from rocescope.collectors.pcap_fast import collect_file
+
+            fast = collect_file(self, source, batch_rows)
+            if fast is not None:
+                yield from fast
+                return
         pending: list[dict[str, Any]] = []
         for row in self.rows(source):
             pending.append(row)
