@@ -312,10 +312,13 @@ ORDER BY capture_point, src_ip, dst_ip, udp_sport"""
         return _plain(frame, FLOW_SAMPLES_SCHEMA, "flow_samples")
 
     def roles(self) -> pl.DataFrame:
-        """Each device seen in the window with its role (switch | nic | host) (ROLES_SCHEMA)."""
+        """Each device with ports seen in the window, with its role (switch | nic | host) (ROLES_SCHEMA).
+        Only port traffic counters are read: every port device reports them each poll, and the primary
+        key skips the rest (a full DISTINCT over an hour of a large fabric costs seconds)."""
         sql = """
 SELECT DISTINCT toString(device) AS device, toString(role) AS role FROM counters
 WHERE ts >= {start:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')}
+    AND metric IN ('tx_bytes', 'rx_bytes')
 ORDER BY device"""
         return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
 
