@@ -217,12 +217,19 @@ def run_scenario(
 
         _, polls = simulate(world, land, progress)
     wall = time.perf_counter() - t0
-    eng = world.engine
+    return summarize(world, duration, wall, polls, rows, out_dir)
+
+
+def summarize(
+    world: World, end_s: float, wall: float, polls: int, rows: dict[str, int], out_dir: Path | None
+) -> RunSummary:
+    """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given."""
+    eng, sc = world.engine, world.scenario
     summary = RunSummary(
         scenario=sc.name,
         seed=sc.seed,
         start=world.start,
-        end=world.start + dt.timedelta(seconds=duration),
+        end=world.start + dt.timedelta(seconds=end_s),
         sim_seconds=eng.now,
         wall_seconds=wall,
         polls=polls,

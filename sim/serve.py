@@ -67,7 +67,7 @@ from rocescope.sim.facades.lldp import lldp_neighbors_json
 from rocescope.sim.facades.pods import pod_list_json
 from rocescope.sim.facades.snmp import SnmpAgentFacade, SnmpServer
 from rocescope.sim.incidents import World, build_world
-from rocescope.sim.run import SOURCE, RunSummary, _progress, _publish, job_times, static_tables
+from rocescope.sim.run import SOURCE, RunSummary, _progress, _publish, static_tables, summarize
 from rocescope.sim.scenario import Scenario, load_scenario
 from rocescope.sim.topology import Topology
 
@@ -605,24 +605,7 @@ def serve_scenario(
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
     wall = time.perf_counter() - t0
-    eng = world.engine
-    summary = RunSummary(
-        scenario=sc.name,
-        seed=sc.seed,
-        start=world.start,
-        end=world.start + dt.timedelta(seconds=eng.now),
-        sim_seconds=eng.now,
-        wall_seconds=wall,
-        polls=polls,
-        rows=rows,
-        jobs=job_times(eng, [j.job_id for j in world.jobs]),
-        incidents=world.ground_truth()["incidents"],
-        steps=eng.step_stats(),
-        out_dir=out_dir,
-    )
-    if out_dir is not None:
-        (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
-    return summary, stats
+    return summarize(world, world.engine.now, wall, polls, rows, out_dir), stats
 
 
 class _no_publishing:
