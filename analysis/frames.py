@@ -13,6 +13,8 @@ frames from different queries join without categorical surprises, and times as U
 from __future__ import annotations
 
 import datetime as dt
+import logging
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -20,8 +22,17 @@ from typing import Any
 import polars as pl
 
 from rocescope.errors import SchemaError
-from rocescope.pipeline.migrations import counter_delta_sql
+from rocescope.pipeline.migrations import (
+    SERIES,
+    SERIES_LAGS,
+    SERIES_WINDOW,
+    counter_delta_sql,
+    delta_seconds_sql,
+    max_rate_sql,
+)
 from rocescope.pipeline.store import Store, query_polars
+
+log = logging.getLogger(__name__)
 
 TS = pl.Datetime("ns", "UTC")
 
@@ -150,7 +161,9 @@ class Frames:
     def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
         if key not in self._cache:
             self.queries += 1
+            t = time.perf_counter()
             self._cache[key] = query_polars(self.store, sql, params)
+            log.debug("%.3f s, %d rows: %s", time.perf_counter() - t, self._cache[key].height, key)
         return self._cache[key]
 
     def _params(self, metrics: Sequence[str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
@@ -177,26 +190,44 @@ class Frames:
         return where
 
     def _deltas(
-        self, roles: Sequence[str] | None, priorities: Sequence[int] | None, devices: Sequence[str] | None = None
+        self,
+        roles: Sequence[str] | None,
+        priorities: Sequence[int] | None,
+        devices: Sequence[str] | None = None,
+        changed_only: bool = False,
     ) -> str:
         """Per-series counter increases between consecutive samples in the window (the sample before
-        the window start gives the first one); only fixed SQL and placeholders go into the text."""
+        the window start gives the first one); only fixed SQL and placeholders go into the text.
+
+        With `changed_only`, series whose value never moved in the window are left out before the
+        window function runs (an aggregation, cheap in key order): their increases are all zero, and
+        most error, drop, pause and CNP counters of a fabric sit still for hours."""
+        filters = self._filters(roles, priorities, devices)
+        moved = (
+            f"""
+                AND ({SERIES}) IN (
+                    SELECT {SERIES} FROM counters
+                    WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+                        AND metric IN {{metrics:Array(String)}}{filters}
+                    GROUP BY {SERIES} HAVING min(value) != max(value))"""  # noqa: S608 - placeholders only
+            if changed_only
+            else ""
+        )
         return f"""
     SELECT ts, device, role, port, priority, metric, delta, dt_s FROM (
-        SELECT ts, device, role, port, priority, metric,
-            {counter_delta_sql("value", "prev_value")} AS delta,
-            dateDiff('nanosecond', prev_ts, ts) / 1e9 AS dt_s, n
+        SELECT ts, device, role, port, priority, metric, n,
+            {counter_delta_sql()} AS delta, {delta_seconds_sql()} AS dt_s
         FROM (
             SELECT ts, device, role, port, priority, metric, value,
-                lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts, row_number() OVER w AS n
+                {SERIES_LAGS}
             FROM counters
             WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
-                AND metric IN {{metrics:Array(String)}}{self._filters(roles, priorities, devices)}
-            WINDOW w AS (PARTITION BY device, port, metric, priority ORDER BY ts ASC
-                         ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+                AND metric IN {{metrics:Array(String)}}{filters}{moved}
+            {SERIES_WINDOW}
         )
     )
-    WHERE n > 1 AND dt_s > 0 AND ts >= {{start:DateTime64(9, 'UTC')}}"""  # noqa: S608 - placeholders only
+    WHERE n > 1 AND dt_s > 0 AND ts >= {{start:DateTime64(9, 'UTC')}}
+        AND delta <= dt_s * {max_rate_sql()}"""  # noqa: S608 - placeholders only
 
     def rates(
         self,
@@ -208,13 +239,13 @@ class Frames:
         devices: Sequence[str] | None = None,
     ) -> pl.DataFrame:
         """Per-second rates of counter metrics, one row per sample in the window (RATES_SCHEMA);
-        with `min_rate`, only rows at or above it."""
+        with `min_rate` (> 0), only rows at or above it."""
         key = ("rates", tuple(metrics), min_rate, _t(roles), _t(priorities), _t(devices))
         floor = "" if min_rate is None else " WHERE rate >= {min_rate:Float64}"
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, delta / dt_s AS rate, delta, dt_s
-FROM ({self._deltas(roles, priorities, devices)}){floor}
+FROM ({self._deltas(roles, priorities, devices, changed_only=min_rate is not None and min_rate > 0)}){floor}
 ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_rate=min_rate, roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), RATES_SCHEMA, "rates")
@@ -264,18 +295,19 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         *,
         roles: Sequence[str] | None = None,
         priorities: Sequence[int] | None = None,
+        devices: Sequence[str] | None = None,
     ) -> pl.DataFrame:
         """Counter increases summed per series over buckets of `bucket_s` seconds (TOTALS_SCHEMA), for
         detectors that judge shares and ratios over time rather than single samples."""
-        key = ("totals", tuple(metrics), bucket_s, _t(roles), _t(priorities))
+        key = ("totals", tuple(metrics), bucket_s, _t(roles), _t(priorities), _t(devices))
         sql = f"""
 SELECT toStartOfInterval(ts, toIntervalMillisecond({{bucket_ms:UInt64}})) AS bucket,
     toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, sum(delta) AS delta, sum(dt_s) AS seconds
-FROM ({self._deltas(roles, priorities)})
+FROM ({self._deltas(roles, priorities, devices)})
 GROUP BY bucket, device, role, port, priority, metric
 ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders only
-        extra = _bound(bucket_ms=max(1, round(bucket_s * 1000)), roles=roles, priorities=priorities)
+        extra = _bound(bucket_ms=max(1, round(bucket_s * 1000)), roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), TOTALS_SCHEMA, "totals")
 
     def links(self) -> pl.DataFrame:
@@ -313,23 +345,29 @@ ORDER BY capture_point, src_ip, dst_ip, udp_sport"""
 
     def roles(self) -> pl.DataFrame:
         """Each device with ports seen in the window, with its role (switch | nic | host) (ROLES_SCHEMA).
-        Only port traffic counters are read: every port device reports them each poll, and the primary
-        key skips the rest (a full DISTINCT over an hour of a large fabric costs seconds)."""
+        Read from the 1-minute rollup's port traffic counters (every port device reports them each poll):
+        a DISTINCT over an hour of raw samples of a large fabric costs seconds, over the rollup nothing."""
         sql = """
-SELECT DISTINCT toString(device) AS device, toString(role) AS role FROM counters
-WHERE ts >= {start:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')}
+SELECT DISTINCT toString(device) AS device, toString(role) AS role FROM counters_1m
+WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
     AND metric IN ('tx_bytes', 'rx_bytes')
 ORDER BY device"""
         return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
 
     def poll_interval_s(self) -> float:
-        """The typical sampling interval in the window (median gap of one busy series), 1 s if unknown."""
+        """The typical sampling interval in the window (median gap between samples of the first devices'
+        transmit counters in the first two minutes), 1 s if unknown."""
         sql = """
 SELECT median(gap) AS poll_gap FROM (
     SELECT dateDiff('nanosecond', lagInFrame(ts) OVER w, ts) / 1e9 AS gap, row_number() OVER w AS n
     FROM counters
-    WHERE ts >= {start:DateTime64(9, 'UTC')} AND ts < {start:DateTime64(9, 'UTC')} + INTERVAL 2 MINUTE
-        AND ts < {end:DateTime64(9, 'UTC')} AND metric = 'tx_bytes'
+    WHERE metric = 'tx_bytes' AND device IN (
+            SELECT DISTINCT device FROM counters_1m
+            WHERE metric = 'tx_bytes' AND minute >= toStartOfMinute({start:DateTime64(9, 'UTC')})
+                AND minute < {end:DateTime64(9, 'UTC')}
+            ORDER BY device LIMIT 8)
+        AND ts >= {start:DateTime64(9, 'UTC')} AND ts < {start:DateTime64(9, 'UTC')} + INTERVAL 2 MINUTE
+        AND ts < {end:DateTime64(9, 'UTC')}
     WINDOW w AS (PARTITION BY device, port, priority ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
 ) WHERE n > 1 AND gap > 0"""
         frame = self._query(("poll",), sql, self._params(()))

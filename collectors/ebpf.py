@@ -52,6 +52,7 @@ from rocescope.collectors.rdma_qp import (
     QpSource,
     QpSourceError,
     RdmaCommandQpSource,
+    gid_text,
     gid_to_ip,
     roce_udp_sport,
 )
@@ -307,6 +308,12 @@ class EbpfMetrics(SelfMetrics):
         )
         self.publish_errors = Counter("rocescope_ebpf_publish_errors", "Batches the producer refused.", registry=r)
         self.overruns = Counter("rocescope_ebpf_overruns", "Poll ticks skipped because a poll ran late.", registry=r)
+        t = ["target"]  # what a poll reads: `maps` (drops, retransmits, XDP counts) and `qp` (the QP owners)
+        self.target_up = Gauge("rocescope_ebpf_target_up", "1 when the last read of the target worked.", t, registry=r)
+        self.target_seconds = Gauge(
+            "rocescope_ebpf_target_read_seconds", "Wall time of the last read of the target.", t, registry=r
+        )
+        self.errors = Counter("rocescope_ebpf_errors", "Failed reads of a target.", t, registry=r)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -519,7 +526,8 @@ class EbpfCollector:
         if dest_qpn is not None:
             rec = replace(rec, dest_qpn=dest_qpn)
         if dgid is not None:
-            rec = replace(rec, dest_gid=gid_to_ip(dgid), udp_sport=roce_udp_sport(qpn, rec.dest_qpn, flow_label))
+            sport = roce_udp_sport(qpn, rec.dest_qpn, flow_label)
+            rec = replace(rec, dest_gid=gid_text(dgid), dest_ip=gid_to_ip(dgid), udp_sport=sport)
         self._qps[key] = rec
 
     def _current_qps(self) -> list[QpRecord]:
@@ -548,7 +556,11 @@ class EbpfCollector:
     def _owner_rows(self, ts: int) -> Batch | None:
         now = time.monotonic()
         cols: dict[str, list[Any]] = {
-            k: [] for k in ("host", "rdma_dev", "qpn", "dest_qpn", "dest_ip", "pid", "comm", "cgroup", "job_id")
+            k: []
+            for k in (
+                *("host", "rdma_dev", "qpn", "dest_qpn", "dest_ip", "pid", "comm", "cgroup", "job_id"),
+                *("dest_gid", "udp_sport"),
+            )
         }
         seen: set[tuple[str, int]] = set()
         for rec in self._current_qps():
@@ -558,7 +570,16 @@ class EbpfCollector:
             key = (rec.rdma_dev, rec.qpn)
             seen.add(key)
             owner = self.resolver.resolve(rec.pid, rec.comm, rec.cgroup_id)
-            row = (rec.dest_qpn, rec.dest_gid, rec.pid, owner.comm, owner.cgroup, owner.job_id)
+            row = (
+                rec.dest_qpn,
+                rec.dest_ip,
+                rec.pid,
+                owner.comm,
+                owner.cgroup,
+                owner.job_id,
+                rec.dest_gid,
+                rec.udp_sport,
+            )
             last = self._shipped.get(key)
             if last is not None and last[0] == row and now - last[1] < self.reannounce_s:
                 continue
@@ -598,9 +619,13 @@ class EbpfCollector:
         wall0 = time.perf_counter()
         ts_ns = _ns(ts)
         batches = [self._counter_rows(ts_ns).batch(self.hostname)]
-        owners = self._owner_rows(ts_ns) if self.qp_mode != "off" else None
-        if owners is not None:
-            batches.append(owners)
+        self._read("maps", wall0, True)
+        if self.qp_mode != "off":
+            t0 = time.perf_counter()
+            owners = self._owner_rows(ts_ns)
+            self._read("qp", t0, "qp" not in self._problems)
+            if owners is not None:
+                batches.append(owners)
         m = self.metrics
         for b in batches:
             m.rows.labels(b.stream).inc(b.num_rows)
@@ -660,6 +685,14 @@ class EbpfCollector:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def _read(self, target: str, t0: float, ok: bool) -> None:
+        """Per-target self-metrics of one read: duration, up, and a failure counted."""
+        m = self.metrics
+        m.target_seconds.labels(target).set(time.perf_counter() - t0)
+        m.target_up.labels(target).set(1 if ok else 0)
+        if not ok:
+            m.errors.labels(target).inc()
 
     def _problem(self, what: str, message: str) -> None:
         if self._problems.get(what) != message:

@@ -4,7 +4,7 @@ Per target (one switch) the collector opens one Subscribe stream per gNMI `targe
 (SONiC wants `COUNTERS_DB` in the prefix, OpenConfig paths want none), each a list of SAMPLE
 subscriptions: 1 s for PFC/ECN/queue/watermark paths and 10 s for the rest unless the path says
 otherwise. A stream that fails or stalls is reopened with bounded exponential backoff (with jitter),
-and `health()` / `GnmiMetrics` tell connected, last update, errors and reconnects per target.
+and `health()` / `GnmiMetrics` tell connected (down since when), last update, errors and reconnects per target.
 
 Paths -> catalog (`rocescope.catalog.resolve`), by shape, whatever the vendor claims:
 
@@ -51,6 +51,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from rocescope import catalog
 from rocescope.collectors.gnmi_proto import pb
+from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.config import load_entries
 from rocescope.errors import ConfigError, DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -516,6 +517,8 @@ class GnmiDecoder:
             doc = json.loads(raw)
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"bad JSON at {elems_str(info.elems)}: {exc}") from None
+        if may_hold_surrogates(raw):
+            doc = scrub(doc)
         if not isinstance(doc, dict | list):
             x = _scalar(doc)
             if x is None:
@@ -819,12 +822,14 @@ class TargetHealth:
     connected: bool = False  # every stream of the target is open
     synced: bool = False  # a sync_response came (the first full sample arrived)
     last_update_ts: float | None = None  # epoch seconds of the last notification
+    down_since_ts: float | None = None  # epoch seconds the target's streams were lost (None while connected)
     last_error: str | None = None
     errors: int = 0  # streams that failed (connect, auth, stall, server gone)
     reconnects: int = 0
     values: int = 0
     unknown: int = 0
     malformed: int = 0
+    sync_seconds: float | None = None  # from the Subscribe to the first full sample (sync_response)
 
 
 class GnmiMetrics(SelfMetrics):
@@ -839,6 +844,9 @@ class GnmiMetrics(SelfMetrics):
             "rocescope_gnmi_last_update_timestamp_seconds", "When the target last sent a notification.", t, registry=r
         )
         self.errors = Counter("rocescope_gnmi_stream_errors", "Streams that failed.", t, registry=r)
+        self.sync_seconds = Gauge(
+            "rocescope_gnmi_sync_seconds", "From a Subscribe to the target's first full sample.", t, registry=r
+        )
         self.reconnects = Counter("rocescope_gnmi_reconnects", "Streams reopened after a failure.", t, registry=r)
         self.responses = Counter("rocescope_gnmi_responses", "SubscribeResponses received.", ["target"], registry=r)
         self.values = Counter("rocescope_gnmi_values", "Values decoded into rows.", ["target"], registry=r)
@@ -902,7 +910,14 @@ class _Stream:
         import grpc
 
         t = self.target
-        options: list[tuple[str, Any]] = [("grpc.max_receive_message_length", 64 << 20)]
+        owner = self.owner
+        # grpc retries a refused connect inside one attempt with its own backoff (1 s growing to 120 s), which
+        # would hide a restarted target for longer than the collector's bound: use the collector's backoff.
+        options: list[tuple[str, Any]] = [
+            ("grpc.max_receive_message_length", 64 << 20),
+            ("grpc.initial_reconnect_backoff_ms", max(1, int(owner.backoff_initial_s * 1000))),
+            ("grpc.max_reconnect_backoff_ms", max(1, int(owner.backoff_max_s * 1000))),
+        ]
         if not t.tls:
             return grpc.insecure_channel(t.address, options=options)
         creds = grpc.ssl_channel_credentials(
@@ -975,6 +990,7 @@ class _Stream:
                 _SUBSCRIBE, request_serializer=pb.SubscribeRequest.SerializeToString, response_deserializer=None
             )
             call = subscribe(requests(), metadata=metadata)
+            self.owner._subscribed(t.name)
             with self._lock:
                 self._call = call
             self.last_rx = self.owner._last_flush[self.label] = time.monotonic()
@@ -1076,6 +1092,7 @@ class GnmiCollector:
         self.metrics = metrics or GnmiMetrics()
         self._lock = threading.Lock()
         self._health = {t.name: TargetHealth(t.name) for t in targets}
+        self._subscribed_at: dict[str, float] = {}  # monotonic time of each target's latest Subscribe
         self._streams = [_Stream(self, t, g, ps) for t in targets for g, ps in t.groups().items()]
         self._last_flush: dict[str, float] = {}
         self._stalled: dict[str, bool] = {}
@@ -1091,7 +1108,12 @@ class GnmiCollector:
     def _stream_state(self, name: str) -> None:
         up = all(s.open for s in self._streams if s.target.name == name)
         with self._lock:
-            self._health[name].connected = up
+            h = self._health[name]
+            h.connected = up
+            if up:
+                h.down_since_ts = None
+            elif h.down_since_ts is None:  # the first attempt or stream that ended: down from now
+                h.down_since_ts = time.time()
         self.metrics.connected.labels(name).set(1 if up else 0)
 
     def _stream_failed(self, name: str, label: str, error: str) -> None:
@@ -1106,6 +1128,10 @@ class GnmiCollector:
         else:
             log.debug("gnmi %s: stream failed again: %s", label, error)
 
+    def _subscribed(self, name: str) -> None:
+        with self._lock:
+            self._subscribed_at[name] = time.monotonic()
+
     def _count_reconnect(self, name: str) -> None:
         with self._lock:
             self._health[name].reconnects += 1
@@ -1118,12 +1144,17 @@ class GnmiCollector:
             h.values += values
             h.unknown += unknown
             h.malformed += malformed
+            took = None
+            if synced and not h.synced and name in self._subscribed_at:
+                took = h.sync_seconds = time.monotonic() - self._subscribed_at[name]
             h.synced = h.synced or synced
             if touch:
                 h.last_update_ts = now
                 if h.last_error is not None:
                     log.warning("gnmi %s: streaming again", name)
                 h.last_error = None
+        if took is not None:
+            self.metrics.sync_seconds.labels(name).set(took)
         if touch:
             self.metrics.last_update.labels(name).set(now)
 

@@ -30,6 +30,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocescope.collectors.gnmi import UNKNOWN_PREFIX, parse_path, path_elems, resolve_elems
+from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.lldp import Neighbor, peer_port
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -41,6 +42,7 @@ __all__ = [
     "gnmic_rows",
     "kafka_messages",
     "sonic_dump",
+    "sonic_json",
 ]
 
 log = logging.getLogger(__name__)
@@ -156,6 +158,7 @@ def gnmic_documents(text: str | bytes) -> Iterator[object | None]:
     if isinstance(text, bytes):
         text = text.decode("utf-8", errors="replace")
     dec = json.JSONDecoder()
+    dirty = may_hold_surrogates(text)
     i, n, good, held = 0, len(text), 0, 0
     while True:
         while i < n and text[i] in " \t\r\n,":
@@ -167,7 +170,7 @@ def gnmic_documents(text: str | bytes) -> Iterator[object | None]:
             good += 1
             yield from [None] * held  # failures before the first document, counted only if the input had one
             held = 0
-            yield doc
+            yield scrub(doc) if dirty else doc
         except (ValueError, RecursionError):
             if good:
                 yield None
@@ -181,6 +184,18 @@ def gnmic_documents(text: str | bytes) -> Iterator[object | None]:
         raise DecodeError("no JSON document in the input")
 
 
+def _timestamp(value: Any) -> int:
+    """A gnmic timestamp (ns since the epoch) that fits the `ts` column; ValueError otherwise, so one
+    absurd record is skipped instead of failing the whole import when the batch is built."""
+    try:
+        ts = int(value)
+    except OverflowError:  # float infinity
+        raise ValueError(f"timestamp {value!r} is not a time") from None
+    if not 0 <= ts < 2**63:
+        raise ValueError(f"timestamp {ts} is out of range")
+    return ts
+
+
 def _device(name: str) -> str:
     return _PORT_SUFFIX.sub("", name) if name else name
 
@@ -190,7 +205,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     tags = ev.get("tags") or {}
     if not isinstance(tags, dict) or not isinstance(ev.get("values"), dict):
         raise ValueError("event without tags/values objects")
-    ts = int(ev["timestamp"])
+    ts = _timestamp(ev["timestamp"])
     dev = device or _device(str(tags.get("source", "")))
     if not dev:
         raise ValueError("event without tags.source (give --device)")
@@ -215,7 +230,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
 
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     """One message of gnmic's default JSON output: `updates: [{Path, values}]` under an optional prefix."""
-    ts = int(doc["timestamp"])
+    ts = _timestamp(doc["timestamp"])
     dev = device or _device(str(doc.get("source", "")))
     if not dev:
         raise ValueError("message without a source (give --device)")
@@ -310,6 +325,15 @@ def kafka_messages(
 _WATERMARK_TABLES = ("PERIODIC_WATERMARKS", "USER_WATERMARKS", "PERSISTENT_WATERMARKS")
 #: IEEE 802.1AB port id subtypes (LLDP-MIB LldpPortIdSubtype) as lldpd names them.
 _PORT_SUBTYPES = {"1": "ifalias", "2": "component", "3": "mac", "4": "ip", "5": "ifname", "6": "circuit", "7": "local"}
+
+
+def sonic_json(data: str | bytes, what: str) -> object:
+    """The JSON document of a SONiC dump file; DecodeError (never RecursionError) when it is not JSON."""
+    try:
+        doc = json.loads(data)
+    except (ValueError, RecursionError) as exc:
+        raise DecodeError(f"{what}: not JSON: {exc}") from None
+    return scrub(doc) if may_hold_surrogates(data) else doc
 
 
 def _dbs(doc: object) -> list[Mapping[str, Any]]:

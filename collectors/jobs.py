@@ -42,6 +42,7 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
+from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
 from rocescope.errors import ConfigError, DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -97,7 +98,7 @@ class Inventory:
 
         try:
             raw = yaml.safe_load(path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, yaml.YAMLError, RecursionError) as exc:
             raise ConfigError(f"inventory {path}: {exc}") from exc
         if not isinstance(raw, dict) or not isinstance(raw.get("hosts", {}), dict):
             raise ConfigError(f"inventory {path}: want `hosts: {{host: [{{netdev, rdma_dev, ip, gid}}]}}`")
@@ -148,7 +149,7 @@ def rdma_plugin_resources(text: str) -> dict[str, tuple[str, ...]]:
         doc = yaml.safe_load(text)
         if isinstance(doc, dict) and isinstance(doc.get("data"), dict):
             doc = json.loads(doc["data"].get("config.json", "{}"))
-    except (ValueError, yaml.YAMLError) as exc:
+    except (ValueError, yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"RDMA device plugin config: {exc}") from exc
     out: dict[str, tuple[str, ...]] = {}
     for entry in doc.get("configList", []) if isinstance(doc, dict) else []:
@@ -322,6 +323,8 @@ def parse_pods(
     else:
         try:
             doc = json.loads(output)
+            if may_hold_surrogates(output):
+                doc = scrub(doc)
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"pod list is not JSON: {exc}") from None
     if isinstance(doc, dict) and doc.get("kind") == "Pod":
@@ -427,7 +430,7 @@ class KubeApi:
             user: dict[str, Any] = (
                 next((u["user"] for u in cfg.get("users") or [] if u["name"] == ctx.get("user")), {}) or {}
             )
-        except (OSError, yaml.YAMLError, KeyError, StopIteration, TypeError) as exc:
+        except (OSError, yaml.YAMLError, RecursionError, KeyError, StopIteration, TypeError) as exc:
             raise ConfigError(f"kubeconfig {path}: cannot read context {context or '(current)'}: {exc!r}") from None
         if "exec" in user or "auth-provider" in user:
             raise ConfigError(f"kubeconfig {path}: exec/auth-provider credentials are not supported; use a token")
@@ -519,7 +522,7 @@ class StaticJobs:
 
         try:
             raw = yaml.safe_load(self.path.read_text())
-        except (OSError, yaml.YAMLError) as exc:
+        except (OSError, yaml.YAMLError, RecursionError) as exc:
             raise ConfigError(f"static jobs {self.path}: {exc}") from exc
         jobs = raw.get("jobs") if isinstance(raw, dict) else None
         if not isinstance(jobs, list):

@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from rocescope.collectors.gnmi import GnmiTarget, parse_path, path_elems
 from rocescope.collectors.gnmi_proto import pb
+from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -163,6 +164,8 @@ def parse_lldpcli(output: str | bytes | Mapping[str, Any], device: str) -> tuple
     else:
         try:
             doc = json.loads(output)
+            if may_hold_surrogates(output):
+                doc = scrub(doc)
         except (ValueError, RecursionError) as exc:
             raise DecodeError(f"{device}: lldpcli output is not JSON: {exc}") from None
     if not isinstance(doc, dict) or "lldp" not in doc:
@@ -489,7 +492,7 @@ def load_hosts(path: Path) -> list[HostLldp]:
 
     try:
         raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"LLDP targets {path}: {exc}") from exc
     entries = raw.get("hosts", []) if isinstance(raw, dict) else None
     if not isinstance(entries, list):

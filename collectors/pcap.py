@@ -189,7 +189,7 @@ class PcapCollector:
     skipped: Counter[str] = field(default_factory=Counter)
     malformed: int = 0
     source_errors: int = 0
-    fast_files: bool = True  # classic pcap files take the numpy path (pcap_fast); live capture stays on tshark
+    fast_files: bool = True  # pcap/pcapng files take the numpy path (pcap_fast); other formats stay on tshark
 
     def rows(self, source: PacketSource) -> Iterator[dict[str, Any]]:
         for packet in source.packets():

@@ -1,13 +1,13 @@
-"""Bulk fast path for capture files: classic pcap decoded with numpy instead of tshark.
+"""Bulk fast path for capture files: classic pcap and pcapng decoded with numpy instead of tshark.
 
 pyshark decodes a few hundred packets/s, too slow for recorded captures of millions of frames. Here
-the pcap record framing is walked once (a 16-byte header per record: no library needed, and dpkt's
-last release is from 2022), the first bytes of every frame are gathered into a matrix, and
-Ethernet (+ up to two 802.1Q/802.1ad tags) / IPv4 / IPv6 / UDP 4791 / BTH fields are read at
-per-row offsets, vectorized. Rows and skip reasons match `rocescope.collectors.pcap.decode_packet`
-(tests/collectors/test_pcap_fast.py proves it on the real captures). Anything else (pcapng, ERF,
-other link types, damaged file headers) raises `UnsupportedCapture`, and the collector lets tshark
-read the file instead.
+the record framing is walked once (a 16-byte header per pcap record; pcapng blocks in `pcapng.py`:
+no library needed, and dpkt's last release is from 2022), the first bytes of every frame are gathered
+into a matrix, and Ethernet (+ up to two 802.1Q/802.1ad tags) / IPv4 / IPv6 / UDP 4791 / BTH fields
+are read at per-row offsets, vectorized. Rows and skip reasons match `rocescope.collectors.pcap.decode_packet`
+(tests/collectors/test_pcap_fast.py proves it on the real captures, as pcap and as pcapng). Anything
+else (ERF, other link types, damaged file headers) raises `UnsupportedCapture`, and the collector lets
+tshark read the file instead.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import ipaddress
 import logging
 import struct
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,6 +41,7 @@ _MAGICS = {  # magic -> (byte order, nanoseconds per timestamp fraction unit)
     b"\xa1\xb2\x3c\x4d": (">", 1),
 }
 _LINKTYPE_ETHERNET = 1
+_PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
 _MAX_RECORD = 262_144  # tshark's own limit for an Ethernet record
 _HEAD = 112  # bytes of each frame examined: 14 + 2*4 VLAN + 60 IPv4 + 8 UDP + 12 BTH = 102
 _CHUNK = 16_384  # frames gathered at a time (bounds the index matrix to ~15 MB)
@@ -56,7 +57,7 @@ Arr = npt.NDArray[Any]
 
 
 class UnsupportedCapture(DecodeError):
-    """Not a classic Ethernet pcap: tshark has to read it."""
+    """Not an Ethernet pcap or pcapng: tshark has to read it."""
 
 
 @dataclass
@@ -129,24 +130,47 @@ def _ip_strings(keys: U8) -> pa.Array:
 
 
 def decode_pcap(data: bytes) -> Decoded:
-    """Decode a classic pcap's RoCEv2 frames.
+    """Decode a capture's RoCEv2 frames: classic pcap, or pcapng (dumpcap's default output).
 
-    Raises UnsupportedCapture for anything that is not a classic Ethernet pcap (including a header
-    too short to tell); damage after the header ends the file there, and `error` says why.
+    Raises UnsupportedCapture for anything else (other link types, ERF, a header too short to tell),
+    so tshark reads it; damage after the header ends the file there, and `error` says why.
     """
+    if data[:4] == _PCAPNG_SHB:
+        from rocescope.collectors.pcapng import pcapng_records
+
+        start, cap, orig, ts, error = pcapng_records(data)
+        return _decode_records(data, _Records(start, cap, orig, ts), error)
     if len(data) < 24 or data[:4] not in _MAGICS:
-        raise UnsupportedCapture("not a classic pcap file")
+        raise UnsupportedCapture("not a pcap or pcapng file")
     order, frac_ns = _MAGICS[data[:4]]
     (linktype,) = struct.unpack_from(order + "I", data, 20)
     if linktype & 0x0FFFFFFF != _LINKTYPE_ETHERNET:
         raise UnsupportedCapture(f"link type {linktype} is not Ethernet")
     offsets, error = _frame_offsets(data, order)
     buf = np.frombuffer(data, np.uint8)
+    return _decode_records(
+        data, None, error, lambda a, b: _classic_records(buf, offsets[a:b], order, frac_ns), len(offsets)
+    )
+
+
+def _decode_records(
+    data: bytes,
+    records: _Records | None,
+    error: str | None,
+    chunk: Callable[[int, int], _Records] | None = None,
+    count: int = 0,
+) -> Decoded:
+    """Decode every record, `_CHUNK` at a time (bounds the index matrices)."""
+    buf = np.frombuffer(data, np.uint8)
+    if records is not None:
+        count = len(records)
+        chunk = records.slice
+    assert chunk is not None
     parts: list[dict[str, Arr]] = []
     skipped: Counter[str] = Counter()
     malformed = 0
-    for start in range(0, len(offsets), _CHUNK):
-        part, chunk_skipped, chunk_malformed = _decode_chunk(buf, offsets[start : start + _CHUNK], order, frac_ns)
+    for start in range(0, count, _CHUNK):
+        part, chunk_skipped, chunk_malformed = _decode_chunk(buf, chunk(start, start + _CHUNK))
         part["frames"] = part["frames"] + start
         parts.append(part)
         skipped.update(chunk_skipped)
@@ -186,14 +210,35 @@ _DTYPES = {
 }
 
 
-def _decode_chunk(buf: U8, offsets: I64, order: str, frac_ns: int) -> tuple[dict[str, Arr], Counter[str], int]:
-    """Vectorized decode of a run of records: every field is read at a per-row offset."""
-    n = len(offsets)
-    rows = np.arange(n)
+@dataclass
+class _Records:
+    """Where each record's frame starts, its captured and original length and its time (ns)."""
+
+    start: I64
+    cap: I64
+    orig: I64
+    ts: I64
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    def slice(self, a: int, b: int) -> _Records:
+        return _Records(self.start[a:b], self.cap[a:b], self.orig[a:b], self.ts[a:b])
+
+
+def _classic_records(buf: U8, offsets: I64, order: str, frac_ns: int) -> _Records:
+    """The 16-byte record headers of a classic pcap (sec, frac, incl, orig), read vectorized."""
     hdr = buf[offsets[:, None] + np.arange(16)].copy()
-    words = hdr.view(np.dtype(order + "u4")).astype(np.int64)  # (n, 4): sec, frac, incl, orig
-    cap = words[:, 2]
-    idx = offsets[:, None] + 16 + np.arange(_HEAD)
+    words = hdr.view(np.dtype(order + "u4")).astype(np.int64).reshape(-1, 4)
+    return _Records(offsets + 16, words[:, 2], words[:, 3], words[:, 0] * 1_000_000_000 + words[:, 1] * frac_ns)
+
+
+def _decode_chunk(buf: U8, rec: _Records) -> tuple[dict[str, Arr], Counter[str], int]:
+    """Vectorized decode of a run of records: every field is read at a per-row offset."""
+    n = len(rec)
+    rows = np.arange(n)
+    cap = rec.cap
+    idx = rec.start[:, None] + np.arange(_HEAD)
     head = buf[np.minimum(idx, len(buf) - 1)]
     head[np.arange(_HEAD)[None, :] >= cap[:, None]] = 0  # bytes past the captured length read as 0
 
@@ -253,7 +298,7 @@ def _decode_chunk(buf: U8, offsets: I64, order: str, frac_ns: int) -> tuple[dict
 
     part: dict[str, Arr] = {
         "frames": sel.astype(np.int64),
-        "ts": words[r, 0] * 1_000_000_000 + words[r, 1] * frac_ns,
+        "ts": rec.ts[r],
         "udp_sport": sport[r].astype(np.uint16),
         "dscp": (tclass >> 2).astype(np.uint8),
         "ecn": (tclass & 3).astype(np.uint8),
@@ -262,7 +307,7 @@ def _decode_chunk(buf: U8, offsets: I64, order: str, frac_ns: int) -> tuple[dict
         "psn": u24(b + 9).astype(np.uint32),
         "pkey": u16(b + 2).astype(np.uint16),
         "becn": ((u8(b + 4) >> 6) & 1).astype(np.uint8),
-        "length": words[r, 3].astype(np.uint32),
+        "length": rec.orig[r].astype(np.uint32),
         "src_key": ip_key(h3 + 12, h3 + 8),
         "dst_key": ip_key(h3 + 16, h3 + 24),
     }

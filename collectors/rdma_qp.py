@@ -33,6 +33,7 @@ __all__ = [
     "RdmaCommandQpSource",
     "calc_flow_label",
     "flow_label_to_udp_sport",
+    "gid_text",
     "gid_to_ip",
     "parse_rdma_qp_json",
     "roce_udp_sport",
@@ -59,8 +60,9 @@ class QpRecord:
     state: str = ""
     pid: int = 0
     comm: str = ""
-    dest_gid: str = ""
-    udp_sport: int = 0
+    dest_gid: str = ""  # the remote GID, as sysfs prints it
+    dest_ip: str = ""  # the address the remote GID stands for
+    udp_sport: int = 0  # RoCEv2 UDP source port; 0 when unknown
     cgroup_id: int = 0
 
 
@@ -97,10 +99,14 @@ def _text(obj: dict[str, Any], key: str, required: bool = False) -> str:
 
 
 def _record(obj: dict[str, Any]) -> QpRecord:
+    """iproute2 shows no remote GID or flow label: the UDP source port is the kernel's default for a
+    connected QP (flow label 0, so derived from both QP numbers), as the drivers compute it."""
+    qpn, dest_qpn = _uint(obj, "lqpn", _QPN_MAX, required=True), _uint(obj, "rqpn", _QPN_MAX)
     return QpRecord(
         rdma_dev=_text(obj, "ifname", required=True),
-        qpn=_uint(obj, "lqpn", _QPN_MAX, required=True),
-        dest_qpn=_uint(obj, "rqpn", _QPN_MAX),
+        qpn=qpn,
+        dest_qpn=dest_qpn,
+        udp_sport=roce_udp_sport(qpn, dest_qpn) if dest_qpn else 0,
         port=_uint(obj, "port", _U32_MAX),
         qp_type=_text(obj, "type"),
         state=_text(obj, "state"),
@@ -207,6 +213,14 @@ def flow_label_to_udp_sport(flow_label: int) -> int:
 def roce_udp_sport(lqpn: int, rqpn: int, flow_label: int = 0) -> int:
     """UDP source port of a connected QP's packets (flow label as given, else the computed one)."""
     return flow_label_to_udp_sport(flow_label or calc_flow_label(lqpn, rqpn))
+
+
+def gid_text(gid: bytes) -> str:
+    """A GID as sysfs `gids/N` and `show_gids` print it (`0000:...:ffff:0a00:0002`, so it joins with
+    endpoints.gid); "" for the zero GID or a wrong length."""
+    if len(gid) != 16 or not any(gid):
+        return ""
+    return ":".join(gid[i : i + 2].hex() for i in range(0, 16, 2))
 
 
 def gid_to_ip(gid: bytes) -> str:

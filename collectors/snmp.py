@@ -392,6 +392,10 @@ class _ColumnIndex:
         return None
 
 
+#: InterfaceIndex is 1..2147483647 (IF-MIB); a bigger arc (BER allows any) would fail the whole poll's batch.
+_MAX_IFINDEX = 2**31 - 1
+
+
 def normalize(
     rows: Iterable[tuple[Oid, Value]],
     objects: Iterable[SnmpObject] | _ColumnIndex,
@@ -410,12 +414,12 @@ def normalize(
         out.seen[obj.name] = out.seen.get(obj.name, 0) + 1
         suffix = oid[len(obj.oid) :]
         if obj.index == "ifIndex":
-            if len(suffix) != 1:
+            if len(suffix) != 1 or suffix[0] > _MAX_IFINDEX:
                 out.malformed += 1
                 continue
             prio = -1
         else:
-            if len(suffix) != 2 or suffix[1] > 127:
+            if len(suffix) != 2 or suffix[1] > 127 or suffix[0] > _MAX_IFINDEX:
                 out.malformed += 1
                 continue
             prio = suffix[1]

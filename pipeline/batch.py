@@ -85,6 +85,8 @@ def decode(stream: str, payload: bytes, key: str = "") -> Batch:
     try:
         reader = pa.ipc.open_stream(payload)
         table = reader.read_all()
+        # Reading checks the framing only: out-of-range offsets or dictionary indices would reach the store.
+        table.validate(full=True)
     except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as exc:
         raise DecodeError(f"{stream}: not an Arrow IPC stream: {exc}") from exc
     version = (table.schema.metadata or {}).get(b"rocescope.schema_version")

@@ -14,6 +14,8 @@ HTTP by this facade. It only does transport; chdb produces and parses every data
 * errors carry ClickHouse's HTTP status, ``X-ClickHouse-Exception-Code`` and a ``Code: N. DB::Exception``
   body, so clickhouse-connect raises ``DatabaseError`` with the engine's message.
 
+* with an ``ssl_context`` it serves https (the stdlib's TLS on the listening socket), for the client's TLS path.
+
 Limits: one chdb session serves all clients one request at a time (``session_id`` is ignored, ``SET`` and
 temporary tables are shared); no authentication (hence loopback), external data, progress headers, or
 ClickHouse-native ``compress``/``decompress`` framing.
@@ -26,6 +28,7 @@ import gzip
 import io
 import json
 import re
+import ssl
 import threading
 import time
 import uuid
@@ -145,7 +148,9 @@ def _error_text(ex: BaseException) -> tuple[int, str]:
 class ChdbHttpServer:
     """ClickHouse HTTP interface (enough for clickhouse-connect) over one chdb session, on loopback."""
 
-    def __init__(self, session: Session, host: str = "127.0.0.1", port: int = 0) -> None:
+    def __init__(
+        self, session: Session, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
+    ) -> None:
         self._session: Any = session  # chdb's Session methods carry no annotations
         self._lock = threading.Lock()
         self._timezone = "UTC"
@@ -156,6 +161,12 @@ class ChdbHttpServer:
         self._thread: threading.Thread | None = None
         self._httpd = _Server((host, port), _Handler)
         self._httpd.facade = self
+        self._scheme = "http"
+        if ssl_context is not None:  # https; the handshake runs in the connection's thread, not the accept loop
+            self._httpd.socket = ssl_context.wrap_socket(
+                self._httpd.socket, server_side=True, do_handshake_on_connect=False
+            )
+            self._scheme = "https"
 
     @property
     def port(self) -> int:
@@ -163,7 +174,7 @@ class ChdbHttpServer:
 
     @property
     def url(self) -> str:
-        return f"http://{self._httpd.server_address[0]!s}:{self.port}"
+        return f"{self._scheme}://{self._httpd.server_address[0]!s}:{self.port}"
 
     def start(self) -> ChdbHttpServer:
         with self._lock:

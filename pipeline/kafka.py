@@ -75,6 +75,26 @@ class KafkaTransport:
     def producer(self) -> KafkaBatchProducer:
         return KafkaBatchProducer(self.cfg)
 
+    def unlanded(self, group_id: str, streams: Sequence[str]) -> int:
+        """Messages on the stream topics beyond what `group_id` has committed (a sink commits only after
+        its insert landed), asked of the broker directly: a consumer's own highwater can be stale."""
+        try:
+            probe = KafkaConsumer(**client_options(self.cfg), group_id=group_id, enable_auto_commit=False)
+        except KafkaError as exc:
+            raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+        try:
+            parts = [
+                TopicPartition(topic, p)
+                for topic in (schema.topic(s, self.cfg.topic_prefix) for s in streams)
+                for p in sorted(probe.partitions_for_topic(topic) or ())
+            ]
+            ends = probe.end_offsets(parts)
+            return sum(max(0, int(ends[tp]) - int(probe.committed(tp) or 0)) for tp in parts)
+        except KafkaError as exc:
+            raise TransportError(f"Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+        finally:
+            probe.close()
+
     def consumer(self, group_id: str, streams: Sequence[str]) -> KafkaBatchConsumer:
         return KafkaBatchConsumer(self.cfg, group_id, [schema.topic(s, self.cfg.topic_prefix) for s in streams])
 

@@ -129,8 +129,8 @@ def replicated_ddl(settings: Settings, cluster: str) -> list[str]:
         )
     for mig in MIGRATIONS:
         for sql in mig.statements(db, cfg.ttl_days, cfg.rollup_ttl_days):
-            if sql.startswith("CREATE TABLE"):
-                continue  # above
+            if sql.startswith(("CREATE TABLE", "ALTER TABLE")):
+                continue  # above: the tables are made from the current schema, with every column it has
             if sql.startswith("CREATE MATERIALIZED VIEW"):
                 sql = (
                     sql.replace(f"{_name(db, 'counters_1m_mv')}", f"{_name(db, 'counters_1m_mv_local')}{on}")

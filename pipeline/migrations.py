@@ -16,10 +16,13 @@ from dataclasses import dataclass
 import pyarrow as pa
 
 from rocescope import schema
-from rocescope.catalog import METRICS
+from rocescope.catalog import MAX_RATE_DEFAULT, METRICS, max_rate
 from rocescope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
+
+#: The window partition of one counter series, in the table's key order (read in order, no sort).
+SERIES = ", ".join(schema.COUNTER_SERIES)
 
 #: Values a 32-bit counter can hold; a drop from near this to near zero is a wrap, not a reset.
 _WRAP32 = 2**32
@@ -49,58 +52,104 @@ def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("sink_intents", 0, db)]
 
 
-def counter_delta_sql(value: str = "value", prev: str = "prev_value") -> str:
-    """The increase of a counter between two samples, as SQL: wraps unwrapped, a reset counts from zero.
+#: A counter sample with its two predecessors in its series (over the window `SERIES_WINDOW`), the inputs
+#: of `counter_delta_sql` and `delta_seconds_sql`.
+SERIES_LAGS = """lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts,
+        lagInFrame(value, 2) OVER w AS before_value, lagInFrame(ts, 2) OVER w AS before_ts,
+        row_number() OVER w AS n"""
+SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+
+#: The previous sample is out of line with its two neighbours, which are in order themselves: a counter
+#: read once as 0 or as garbage. It is stepped over, not taken for a reset or a wrap.
+_STEPPED_OVER = "(n > 2 AND value >= before_value AND (prev_value < before_value OR prev_value > value))"
+
+
+def counter_delta_sql() -> str:
+    """The increase of a counter since the previous sample (`SERIES_LAGS` columns), as SQL: wraps
+    unwrapped, a reset counts from zero, a one-sample glitch stepped over.
 
     A drop is a 32-bit wrap when the previous value was in the top quarter of 2^32 and the new one
     in the bottom quarter, a 64-bit wrap above 2^63; any other drop is a reset (device reboot,
-    counter clear) and the increase is the new value: never negative.
+    counter clear) and the increase is the new value: never negative. After a sample out of line
+    with both its neighbours the increase is counted from the sample before it.
     """
     w32, w64 = _WRAP32, _WRAP64
     return f"""multiIf(
-        {value} >= {prev}, {value} - {prev},
-        {prev} >= {w32 * 3 // 4} AND {prev} < {w32} AND {value} < {w32 // 4}, {value} + {w32} - {prev},
-        {prev} >= {w64 // 2}, {value} + {w64} - {prev},
-        {value}
+        {_STEPPED_OVER}, value - before_value,
+        value >= prev_value, value - prev_value,
+        prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4}, value + {w32} - prev_value,
+        prev_value >= {w64 // 2}, value + {w64} - prev_value,
+        value
     )"""
+
+
+def delta_seconds_sql() -> str:
+    """The seconds `counter_delta_sql`'s increase spans (two intervals where a glitch was stepped over)."""
+    return f"dateDiff('nanosecond', if({_STEPPED_OVER}, before_ts, prev_ts), ts) / 1e9"
+
+
+def max_rate_sql(metric: str = "metric") -> str:
+    """The plausible ceiling of a counter's rate (catalog.max_rate) as SQL over the metric column: a
+    computed increase above it is a glitch, not traffic, and gives no rate."""
+    by_ceiling: dict[float, list[str]] = {}
+    for m in METRICS:
+        if m.kind == "counter" and max_rate(m.name) != MAX_RATE_DEFAULT:
+            by_ceiling.setdefault(max_rate(m.name), []).append(m.name)
+    arms = "".join(
+        f"{metric} IN ({', '.join(repr(n) for n in names)}), {ceiling!r}, " for ceiling, names in by_ceiling.items()
+    )
+    return f"multiIf({arms}{MAX_RATE_DEFAULT!r})"
 
 
 def port_rates_sql(db: str) -> str:
     """Per-second rates of counter metrics between consecutive samples of one series (wraps and resets
-    as `counter_delta_sql`, never negative). Duplicate samples (same timestamp) and the first sample
-    of a series give no rate.
+    as `counter_delta_sql`, never negative). Duplicate samples (same timestamp), the first sample
+    of a series and implausible increases (`max_rate_sql`) give no rate.
     """
     return f"""CREATE OR REPLACE VIEW `{db}`.`port_rates` AS
-SELECT ts, device, role, port, priority, metric, source, value, dt_s,
-    {counter_delta_sql()} / dt_s AS rate,
-    delta < 0 AS reset_or_wrap
+SELECT ts, device, role, port, priority, metric, source, value, dt_s, increase / dt_s AS rate, reset_or_wrap
 FROM
 (
     SELECT ts, device, role, port, priority, metric, source, value,
-        lagInFrame(value) OVER w AS prev_value,
-        value - prev_value AS delta,
-        dateDiff('nanosecond', lagInFrame(ts) OVER w, ts) / 1e9 AS dt_s,
-        row_number() OVER w AS n
-    FROM `{db}`.`counters`
-    WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
-    WINDOW w AS (PARTITION BY device, port, priority, metric ORDER BY ts ASC
-                 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        {counter_delta_sql()} AS increase, {delta_seconds_sql()} AS dt_s, value < prev_value AS reset_or_wrap, n
+    FROM
+    (
+        SELECT ts, device, role, port, priority, metric, source, value,
+            {SERIES_LAGS}
+        FROM `{db}`.`counters`
+        WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
+        {SERIES_WINDOW}
+    )
 )
-WHERE n > 1 AND dt_s > 0"""
+WHERE n > 1 AND dt_s > 0 AND rate <= {max_rate_sql()}"""
+
+
+def _qp_owner_paths(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    """qp_owners gained the remote GID and the UDP source port (the QP's ECMP entropy)."""
+    table = schema.TABLES["qp_owners"]
+    return [
+        f"ALTER TABLE `{db}`.`qp_owners` ADD COLUMN IF NOT EXISTS {schema.column_ddl(col)}"
+        for col in table.columns
+        if col.name in ("dest_gid", "udp_sport")
+    ]
 
 
 def _views(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [port_rates_sql(db)]
 
 
-def _rollups(db: str, _ttl: int, rollup_ttl: int) -> list[str]:
-    return [
-        schema.ddl("counters_1m", rollup_ttl, db),
-        f"""CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`counters_1m_mv` TO `{db}`.`counters_1m` AS
+def _rollup_mv(db: str) -> str:
+    return f"""CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`counters_1m_mv` TO `{db}`.`counters_1m` AS
 SELECT toStartOfMinute(ts) AS minute, device, role, port, priority, metric,
     count() AS samples, min(value) AS min_value, max(value) AS max_value, sum(value) AS sum_value
 FROM `{db}`.`counters`
-GROUP BY minute, device, role, port, priority, metric""",
+GROUP BY minute, device, role, port, priority, metric"""
+
+
+def _rollups(db: str, _ttl: int, rollup_ttl: int) -> list[str]:
+    return [
+        schema.ddl("counters_1m", rollup_ttl, db),
+        _rollup_mv(db),
         f"""CREATE OR REPLACE VIEW `{db}`.`port_rates_1m` AS
 SELECT minute, device, role, port, priority, metric, last_value,
     multiIf(delta >= 0, delta, last_value) / 60 AS rate,
@@ -120,6 +169,22 @@ WHERE n > 1""",
     ]
 
 
+def _resort_counters(db: str, ttl: int, _rollup_ttl: int) -> list[str]:
+    """`counters` sorted metric first (schema.COUNTER_SERIES): an existing table is copied into one with the
+    new key and exchanged with it, the rollup view re-attached. Run it while no sink writes: an insert retried
+    across the exchange is not recognized as a duplicate (the deduplication log stays with the old table)."""
+    return [
+        f"DROP TABLE IF EXISTS `{db}`.`counters_resorted`",
+        schema.ddl("counters", ttl, db, as_name="counters_resorted"),
+        f"INSERT INTO `{db}`.`counters_resorted` SELECT * FROM `{db}`.`counters`",
+        f"DROP VIEW IF EXISTS `{db}`.`counters_1m_mv`",
+        f"EXCHANGE TABLES `{db}`.`counters` AND `{db}`.`counters_resorted`",
+        f"DROP TABLE `{db}`.`counters_resorted`",
+        _rollup_mv(db),
+        port_rates_sql(db),
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "stream tables", _stream_tables),
     Migration(2, "metric catalog table", _catalog_table),
@@ -127,6 +192,8 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(4, "1-minute rollups", _rollups),
     Migration(5, "sink intents", _sink_state),
     Migration(6, "incidents (ground truth)", _incidents),
+    Migration(7, "qp_owners dest_gid and udp_sport", _qp_owner_paths),
+    Migration(8, "counters sorted metric first", _resort_counters),
 )
 
 

@@ -59,9 +59,15 @@ def _insert_settings(dedup_token: str | None) -> dict[str, Any]:
     return settings
 
 
+#: ClickHouse parses a parameter's text in its escaped (TSV) format: backslash-quote would arrive as a
+#: quote, a lone backslash or a tab would be refused. Escaping them makes every string arrive as given.
+_PARAM_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
 def _param_text(value: Any, nested: bool = False) -> Any:
     """A parameter as the text ClickHouse parses: datetimes in UTC without offset suffix; arrays as
-    `['a', 'b']` literals with quotes and backslashes escaped (chdb binds only scalars itself)."""
+    `['a', 'b']` literals with quotes and backslashes escaped (chdb binds only scalars itself); strings
+    in the escaped format, so they match literally."""
     if isinstance(value, dt.datetime):
         value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
         value = value.isoformat(sep=" ")
@@ -69,6 +75,8 @@ def _param_text(value: Any, nested: bool = False) -> Any:
         return "[" + ", ".join(str(_param_text(v, nested=True)) for v in value) + "]"
     if nested and isinstance(value, str):
         return "'" + value.replace("\\", "\\\\").replace("'", "\\'") + "'"
+    if isinstance(value, str):
+        return value.translate(_PARAM_ESCAPES)
     return value
 
 
@@ -217,6 +225,9 @@ class ClickHouseStore(_Closing):
             return 0
         settings = _insert_settings(dedup_token)
         _known_columns(table, data)
+        # The sink's table joins many messages' batches, each with its own dictionaries; the Arrow IPC file
+        # clickhouse-connect sends allows one dictionary per column, so give every batch the same one.
+        data = data.unify_dictionaries()
         try:
             self._client.insert_arrow(table, data, database=self.database, settings=settings)
         except self._errors as exc:

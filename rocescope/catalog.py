@@ -436,3 +436,17 @@ def vendor_names(vendor: str) -> dict[str, tuple[str, int]]:
 def counter_metrics() -> tuple[str, ...]:
     """Names of the metrics whose rates are meaningful (monotonic counters)."""
     return tuple(m.name for m in METRICS if m.kind == "counter")
+
+
+#: The highest per-second increase a counter of each unit can show on one port (800 GbE with margin:
+#: 1e11 bytes/s, ~1.2e9 minimum-size frames/s; pause time at most 1 s per second, with room for jitter
+#: between the device's and the collector's clocks). A larger increase is a glitch (a bogus sample, a
+#: counter read as 0 once), not traffic.
+MAX_RATE_PER_UNIT: Mapping[str, float] = {"bytes": 2.5e11, "us": 2.0e6}
+MAX_RATE_DEFAULT = 2.5e9
+
+
+def max_rate(metric: str) -> float:
+    """The plausible ceiling of `metric`'s per-second rate (MAX_RATE_PER_UNIT by its unit)."""
+    m = METRICS_BY_NAME.get(metric)
+    return MAX_RATE_DEFAULT if m is None else MAX_RATE_PER_UNIT.get(m.unit, MAX_RATE_DEFAULT)

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import logging
 import signal
 import sys
 import threading
+from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import pyarrow as pa
 import pyarrow.csv as pacsv
@@ -22,13 +24,22 @@ from rocescope import config as config_mod
 from rocescope import schema
 from rocescope.deploy import shard_targets
 from rocescope.errors import ConfigError, RocescopeError
+from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.store import Store
+
+if TYPE_CHECKING:
+    from prometheus_client import CollectorRegistry
+
+    from rocescope.collectors.gnmi import GnmiTarget
+
+T = TypeVar("T")
 
 app = typer.Typer(
     help="Observability for RoCEv2 training fabrics.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 console = Console()
 err_console = Console(stderr=True)
+log = logging.getLogger("rocescope.cli")
 
 ConfigOpt = Annotated[Path | None, typer.Option("--config", "-c", help="YAML config file (or ROCESCOPE_CONFIG).")]
 
@@ -345,13 +356,20 @@ def demo(
     out: Annotated[Path, typer.Option(help="Where to write the HTML report and the Grafana dashboards.")] = Path(
         "rocescope-demo"
     ),
+    kafka: Annotated[
+        bool,
+        typer.Option(
+            "--kafka", help="Send the batches through the Kafka broker at kafka.bootstrap_servers (a sink runs here)."
+        ),
+    ] = False,
 ) -> None:
     """Simulate a RoCE training fabric with incidents, land its telemetry in the store, analyze it, show
     the findings per training job next to the ground truth, and write the HTML report and dashboards.
 
     By default the simulator serves its switches over gNMI and SNMP and its hosts as /sys + `ethtool -S`
-    views, and the real collectors gather them (in lockstep with fabric time) through the transport
-    (`--kafka` via settings: transport.kind) into the store; `--fast` skips the protocols.
+    views, and the real collectors gather them (in lockstep with fabric time) through the transport into
+    the store: in-process by default, or with `--kafka` through the configured broker and a sink on a thread
+    of this process; `--fast` skips the protocols.
 
     The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
     incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
@@ -366,6 +384,9 @@ def demo(
 
     try:
         settings = _settings()
+        if kafka:
+            transport = settings.transport.model_copy(update={"kind": "kafka", "sink_in_process": True})
+            settings = settings.model_copy(update={"transport": transport})
         seconds = parse_duration(duration) if duration else None
         if fast:
             summary = run_scenario(settings, scenario, seconds, None, progress=True)
@@ -506,13 +527,49 @@ def _run_until_stopped(seconds: float | None) -> threading.Event:
     return stop
 
 
+_COUNTER_COLUMNS = ("ts", "device", "port", "priority", "metric", "value", "raw_name")
+
+
+def show_batches(batches: Sequence[Batch], sort: Sequence[str], limit: int, columns: Sequence[str] = ()) -> None:
+    """`--once` output: what would be shipped, as one table per stream (nothing is shipped)."""
+    from rocescope.collectors.polling import batches_table
+
+    by_stream: dict[str, list[Batch]] = {}
+    for b in batches:
+        if b.num_rows:
+            by_stream.setdefault(b.stream, []).append(b)
+    if not by_stream:
+        console.print("nothing to ship")
+    for stream, group in by_stream.items():
+        table = batches_table(group, [s for s in sort if s in group[0].data.schema.names])
+        keep = [c for c in columns if c in table.column_names]
+        console.print(f"{stream}:", highlight=False)
+        write_table(table.select(keep) if keep else table, OutFormat.table, None, limit)
+
+
+def _pick(flag: T | None, configured: T) -> T:
+    """A CLI flag overrides the config file's value."""
+    return configured if flag is None else flag
+
+
+OnceOpt = Annotated[bool, typer.Option("--once", help="Poll once, print what would be shipped, ship nothing.")]
+LimitOpt = Annotated[int, typer.Option(help="--once: rows shown.")]
+SecondsOpt = Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")]
+ShardOpt = Annotated[
+    str | None, typer.Option(help="Only this replica's share: i/n (0-based) or auto (StatefulSet ordinal).")
+]
+
+
 @collect_app.command("nic")
 def collect_nic(
-    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 1.0,
-    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Poll once and exit.")] = False,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between polls (config: collectors.nic.interval_s).")
+    ] = None,
+    seconds: SecondsOpt = None,
+    once: OnceOpt = False,
+    limit: LimitOpt = 200,
     hostname: Annotated[str | None, typer.Option(help="Device name for the rows (default: this host's).")] = None,
-    sysfs_root: Annotated[Path, typer.Option(help="Where /sys is (a container's host mount).")] = Path("/"),
+    sysfs_root: Annotated[Path | None, typer.Option(help="Where /sys is (a container's host mount).")] = None,
     netdev: Annotated[list[str] | None, typer.Option(help="Only these netdevs (default: every RoCE one).")] = None,
 ) -> None:
     """Poll this host's NICs: `ethtool -S` of every RoCE netdev and the RDMA port counters."""
@@ -523,18 +580,49 @@ def collect_nic(
 
     try:
         settings = _settings()
-        host = LiveHost(sysfs_root=str(sysfs_root), netdevs=netdev or None)
-        with publishing(settings) as (producer, _):
-            collector = NicCollector(host, hostname or socket.gethostname(), producer)
-            if once:
-                batch = collector.poll()
-                producer.publish(batch)
-                polls = 1
-            else:
-                polls = collector.run(interval, _run_until_stopped(seconds))
+        cfg = settings.collectors.nic
+        host = LiveHost(sysfs_root=str(_pick(sysfs_root, cfg.sysfs_root)), netdevs=netdev or cfg.netdevs or None)
+        name = hostname or cfg.hostname or socket.gethostname()
+        if once:
+            collector = NicCollector(host, name)
+            show_batches([collector.poll()], ["port", "metric", "priority"], limit, _COUNTER_COLUMNS)
+            polls = 1
+        else:
+            with publishing(settings) as (producer, _):
+                collector = NicCollector(host, name, producer)
+                polls = collector.run(_pick(interval, cfg.interval_s), _run_until_stopped(seconds))
     except RocescopeError as exc:
         raise _fail(exc) from None
     console.print(f"{polls} polls of {len(collector.port_map)} RDMA ports")
+    failed = _target_lines(collector.metrics.registry, "rocescope_nic")
+    if once and failed:
+        raise typer.Exit(1)
+
+
+def _target_lines(registry: CollectorRegistry, prefix: str) -> int:
+    """Per-target self-metrics (`<prefix>_target_up`, `_target_read_seconds`, `_errors_total`) as lines; the
+    number of targets down."""
+    up: dict[str, float] = {}
+    took: dict[str, float] = {}
+    errors: dict[str, float] = {}
+    for family in registry.collect():
+        for s in family.samples:
+            target = s.labels.get("target")
+            if target is None:
+                continue
+            if s.name == f"{prefix}_target_up":
+                up[target] = s.value
+            elif s.name == f"{prefix}_target_read_seconds":
+                took[target] = s.value
+            elif s.name == f"{prefix}_errors_total":
+                errors[target] = s.value
+    for target in sorted(up):
+        console.print(
+            f"{target}: {'up' if up[target] else 'DOWN'} ({took.get(target, 0.0):.3f} s last), "
+            f"{errors.get(target, 0.0):.0f} failed reads",
+            highlight=False,
+        )
+    return sum(1 for v in up.values() if not v)
 
 
 @collect_app.command("ebpf")
@@ -542,30 +630,49 @@ def collect_ebpf(
     interface: Annotated[
         list[str] | None, typer.Option(help="Count RoCEv2 packets per QP here with XDP (repeatable).")
     ] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between polls of the BPF maps.")] = 1.0,
-    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Attach, count for one interval, poll once and exit.")] = False,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between polls of the BPF maps (config: collectors.ebpf.interval_s).")
+    ] = None,
+    seconds: SecondsOpt = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Attach, count for one interval, print what would be shipped, ship nothing.")
+    ] = False,
+    limit: LimitOpt = 200,
     hostname: Annotated[str | None, typer.Option(help="Device name for the rows (default: this host's).")] = None,
+    allow_privileged: Annotated[
+        bool,
+        typer.Option(
+            "--allow-privileged",
+            help="Run even when fully privileged (CAP_SYS_MODULE/CAP_SYS_RAWIO, e.g. plain root); "
+            "otherwise grant only CAP_BPF, CAP_PERFMON (+CAP_NET_ADMIN for XDP).",
+        ),
+    ] = False,
 ) -> None:
     """eBPF (bcc): host drops by reason, TCP retransmits by peer, RoCEv2 packets per QP (XDP), QP owners."""
     import socket
 
+    from rocescope.collectors.capabilities import check_ebpf
     from rocescope.collectors.ebpf import EbpfCollector
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
-        with publishing(settings) as (producer, _):
-            collector = EbpfCollector(hostname or socket.gethostname(), producer, interfaces=interface or ())
+        cfg = settings.collectors.ebpf
+        name = hostname or cfg.hostname or socket.gethostname()
+        period = _pick(interval, cfg.interval_s)
+        interfaces = interface or cfg.interfaces
+        check_ebpf(xdp=bool(interfaces), allow_privileged=allow_privileged)
+        if once:
+            collector = EbpfCollector(name, None, interfaces=interfaces)
             with collector:
-                if once:
-                    threading.Event().wait(interval)
-                    for batch in collector.poll():
-                        if batch.num_rows:
-                            producer.publish(batch)
-                    polls = 1
-                else:
-                    polls = collector.run(interval, _run_until_stopped(seconds))
+                threading.Event().wait(period)
+                show_batches(collector.poll(), ["metric", "port"], limit, (*_COUNTER_COLUMNS, "qpn", "pid", "comm"))
+            polls = 1
+        else:
+            with publishing(settings) as (producer, _):
+                collector = EbpfCollector(name, producer, interfaces=interfaces)
+                with collector:
+                    polls = collector.run(period, _run_until_stopped(seconds))
     except RocescopeError as exc:
         raise _fail(exc) from None
     counters = collector.metrics.value("rocescope_ebpf_rows_total", stream="counters")
@@ -574,6 +681,9 @@ def collect_ebpf(
         f"{polls} polls; {counters:.0f} counter rows, {owners:.0f} QP owner rows (QP source: {collector.qp_mode})",
         highlight=False,
     )
+    failed = _target_lines(collector.metrics.registry, "rocescope_ebpf")
+    if once and failed:
+        raise typer.Exit(1)
 
 
 def _snmp_targets(path: Path) -> list[object]:
@@ -587,14 +697,19 @@ def _snmp_targets(path: Path) -> list[object]:
 
 @collect_app.command("snmp")
 def collect_snmp(
-    targets: Annotated[Path, typer.Option(help="YAML file: `devices: [{name, host, port, version, ...}]`.")],
-    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 10.0,
-    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Poll every device once and exit.")] = False,
-    shard: Annotated[
-        str | None,
-        typer.Option(help="Only this replica's share: i/n (0-based) or auto (StatefulSet ordinal)."),
+    targets: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML file: `devices: [{name, host, port, version, ...}]` (config: collectors.snmp.devices)."
+        ),
     ] = None,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between polls (config: collectors.snmp.interval_s).")
+    ] = None,
+    seconds: SecondsOpt = None,
+    once: OnceOpt = False,
+    limit: LimitOpt = 200,
+    shard: ShardOpt = None,
 ) -> None:
     """Poll switches over SNMP (v2c, v3): IF-MIB 64-bit counters, link state and speed, PFC MIB counters."""
     from rocescope.collectors.snmp import SnmpCollector, SnmpDevice
@@ -602,17 +717,21 @@ def collect_snmp(
 
     try:
         settings = _settings()
-        devices = [d for d in _snmp_targets(targets) if isinstance(d, SnmpDevice)]
-        devices = shard_targets(devices, lambda d: d.name, shard)
-        with publishing(settings) as (producer, _):
-            collector = SnmpCollector(devices, producer)
-            if once:
-                polled = collector.poll_once()
-                for batch in polled.values():
-                    if batch is not None:
-                        producer.publish(batch)
-            else:
-                collector.run(interval, _run_until_stopped(seconds))
+        cfg = settings.collectors.snmp
+        listed = _snmp_targets(targets) if targets is not None else cfg.build()
+        devices = [d for d in listed if isinstance(d, SnmpDevice)]
+        if not devices:
+            raise ConfigError("no SNMP devices: give --targets or list collectors.snmp.devices in the config")
+        devices = shard_targets(devices, lambda d: d.name, _pick(shard, cfg.shard))
+        if once:
+            collector = SnmpCollector(devices)
+            polled = collector.poll_once()
+            found = [b for b in polled.values() if b is not None]
+            show_batches(found, ["device", "port", "metric", "priority"], limit, _COUNTER_COLUMNS)
+        else:
+            with publishing(settings) as (producer, _):
+                collector = SnmpCollector(devices, producer)
+                collector.run(_pick(interval, cfg.interval_s), _run_until_stopped(seconds))
     except RocescopeError as exc:
         raise _fail(exc) from None
     down = 0
@@ -620,41 +739,52 @@ def collect_snmp(
         state = "up" if health.up else "DOWN"
         down += not health.up
         detail = f"; last error: {health.last_error}" if health.last_error and not health.up else ""
-        console.print(f"{name}: {state}, {health.polls} polls, {health.failures} failed{detail}", highlight=False)
+        console.print(
+            f"{name}: {state}, {health.polls} polls ({health.last_poll_s:.2f} s last), {health.failures} failed"
+            f"{detail}",
+            highlight=False,
+        )
     if once and down:
         raise typer.Exit(1)
 
 
+def gnmi_targets(path: Path | None, settings: config_mod.Settings) -> list[GnmiTarget]:
+    """The gNMI targets of a `--targets` file, else of `collectors.gnmi.targets`."""
+    from rocescope.collectors.gnmi import load_targets
+
+    found = load_targets(path) if path is not None else settings.collectors.gnmi.build()
+    if not found:
+        raise ConfigError("no gNMI targets: give --targets or list collectors.gnmi.targets in the config")
+    return found
+
+
 @collect_app.command("gnmi")
 def collect_gnmi(
-    targets: Annotated[Path, typer.Option(help="YAML file: `targets: [{name, address, vendor, paths, ...}]`.")],
-    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
-    once: Annotated[bool, typer.Option("--once", help="Print every target's first full sample; ship nothing.")] = False,
-    limit: Annotated[int, typer.Option(help="--once: rows shown.")] = 200,
-    shard: Annotated[
-        str | None,
-        typer.Option(help="Only this replica's share: i/n (0-based) or auto (StatefulSet ordinal)."),
+    targets: Annotated[
+        Path | None,
+        typer.Option(
+            help="YAML file: `targets: [{name, address, vendor, paths, ...}]` (config: collectors.gnmi.targets)."
+        ),
     ] = None,
+    seconds: SecondsOpt = None,
+    once: Annotated[bool, typer.Option("--once", help="Print every target's first full sample; ship nothing.")] = False,
+    limit: LimitOpt = 200,
+    shard: ShardOpt = None,
 ) -> None:
     """Stream switch counters over gNMI (Subscribe STREAM/SAMPLE): SONiC COUNTERS_DB, OpenConfig, SR Linux."""
-    from rocescope.collectors.gnmi import GnmiCollector, load_targets
+    from rocescope.collectors.gnmi import GnmiCollector
     from rocescope.pipeline.runner import publishing
 
     try:
-        devices = shard_targets(load_targets(targets), lambda t: t.name, shard)
+        settings = _settings()
+        devices = shard_targets(
+            gnmi_targets(targets, settings), lambda t: t.name, _pick(shard, settings.collectors.gnmi.shard)
+        )
         if once:
             collector = GnmiCollector(devices)
-            batches = collector.collect_once()
-            if batches:
-                rows = pa.Table.from_batches([b.data for b in batches]).select(
-                    ["ts", "device", "port", "priority", "metric", "value", "raw_name"]
-                )
-                rows = pa.table({n: c.cast(pa.string()) if pa.types.is_dictionary(c.type) else c
-                                 for n, c in zip(rows.column_names, rows.columns, strict=True)})  # fmt: skip
-                rows = rows.sort_by([("device", "ascending"), ("port", "ascending"), ("metric", "ascending")])
-                write_table(rows, OutFormat.table, None, limit)
+            show_batches(collector.collect_once(), ["device", "port", "metric"], limit, _COUNTER_COLUMNS)
         else:
-            with publishing(_settings()) as (producer, _):
+            with publishing(settings) as (producer, _):
                 collector = GnmiCollector(devices, producer)
                 collector.run(_run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -664,46 +794,114 @@ def collect_gnmi(
         ok = h.synced and (h.connected or once) and h.last_error is None
         down += not ok
         detail = f"; last error: {h.last_error}" if h.last_error else ""
+        synced_in = f", synced in {h.sync_seconds:.2f} s" if h.sync_seconds is not None else ""
         console.print(
             f"{name}: {'up' if ok else 'DOWN'}, {h.values} values ({h.unknown} unknown, {h.malformed} malformed), "
-            f"{h.errors} stream errors, {h.reconnects} reconnects{detail}",
+            f"{h.errors} stream errors, {h.reconnects} reconnects{synced_in}{detail}",
             highlight=False,
         )
     if once and down:
         raise typer.Exit(1)
 
 
+_PACKET_COLUMNS = ("ts", "src_ip", "dst_ip", "udp_sport", "dscp", "ecn", "opcode", "dest_qp", "psn", "becn", "length")
+
+
 @collect_app.command("pcap")
 def collect_pcap(
     files: Annotated[list[Path] | None, typer.Argument(help="Capture files (pcap/pcapng).")] = None,
-    interface: Annotated[str | None, typer.Option(help="Capture live on this interface instead.")] = None,
-    count: Annotated[int, typer.Option(help="Live: stop after this many packets.")] = 1000,
-    timeout: Annotated[float, typer.Option(help="Live: stop after this many seconds.")] = 10.0,
-    capture_point: Annotated[str, typer.Option(help="Where the packets were seen (host/netdev, mirror).")] = "",
-    sampling_rate: Annotated[int, typer.Option(help="1 in N packets was sampled.")] = 1,
+    interface: Annotated[
+        str | None, typer.Option(help="Capture live here, in rotating files (config: collectors.pcap.interface).")
+    ] = None,
+    seconds: Annotated[float | None, typer.Option(help="Live: stop after this long (default: until killed).")] = None,
+    file_seconds: Annotated[
+        float | None, typer.Option(help="Live: rotate capture files this often (config: collectors.pcap.file_seconds).")
+    ] = None,
+    ring_files: Annotated[
+        int | None, typer.Option(help="Live: at most this many files on disk (config: collectors.pcap.ring_files).")
+    ] = None,
+    capture_dir: Annotated[
+        Path | None,
+        typer.Option(help="Live: where the files go (default: a temp dir) (config: collectors.pcap.capture_dir)."),
+    ] = None,
+    keep_files: Annotated[
+        bool | None, typer.Option("--keep-files/--remove-files", help="Live: keep files after they landed.")
+    ] = None,
+    capture_point: Annotated[
+        str | None, typer.Option(help="Where the packets were seen (host/netdev, mirror) (config: collectors.pcap).")
+    ] = None,
+    sampling_rate: Annotated[
+        int | None, typer.Option(help="Keep 1 in N packets (config: collectors.pcap.sampling_rate).", min=1)
+    ] = None,
+    once: Annotated[
+        bool,
+        typer.Option(
+            "--once", help="Decode the files (live: until a capture file holds packets), print them, ship nothing."
+        ),
+    ] = False,
+    limit: LimitOpt = 200,
 ) -> None:
-    """Sampled RoCEv2 packets (data, ACKs, CNPs) from captures or a live interface, decoded by tshark."""
-    from rocescope.collectors.pcap import LiveInterface, PacketSource, PcapCollector, PcapFile
+    """Sampled RoCEv2 packets (data, ACKs, CNPs) from capture files or a live interface (rotating files)."""
+    from rocescope.collectors.pcap import PcapCollector, PcapFile
     from rocescope.pipeline.runner import publishing
 
-    if not files and not interface:
-        raise typer.BadParameter("give capture files or --interface")
-    point = capture_point or interface or "import"
-    collector = PcapCollector(point, sampling_rate)
-    total = 0
     try:
         settings = _settings()
-        with publishing(settings) as (producer, sink_metrics):
-            sources: list[PacketSource] = [PcapFile(f) for f in files or []]
-            if interface:
-                sources.append(LiveInterface(interface, count, timeout))
-            for source in sources:
-                for batch in collector.collect(source):
-                    producer.publish(batch)
-                    total += batch.num_rows
-                source.close()
     except RocescopeError as exc:
         raise _fail(exc) from None
+    cfg = settings.collectors.pcap
+    live = _pick(interface, cfg.interface) if not files else interface
+    if not files and not live:
+        raise typer.BadParameter("give capture files or --interface (or collectors.pcap.interface)")
+    point = _pick(capture_point, cfg.capture_point) or live or "import"
+    collector = PcapCollector(point, _pick(sampling_rate, cfg.sampling_rate))
+    total = 0
+    shown: list[Batch] = []
+    sink_metrics = None
+    try:
+        with contextlib.ExitStack() as stack:
+            producer = None
+            if not once:
+                producer, sink_metrics = stack.enter_context(publishing(settings))
+
+            def ship(batch: Batch) -> None:
+                nonlocal total
+                total += batch.num_rows
+                if producer is None:
+                    shown.append(batch)
+                else:
+                    producer.publish(batch)
+
+            for path in files or []:
+                source = PcapFile(path)
+                try:
+                    for batch in collector.collect(source):
+                        ship(batch)
+                finally:
+                    source.close()
+            if live:
+                from rocescope.collectors.pcap_ring import RingCapture, capture_live
+
+                ring = RingCapture(
+                    live,
+                    _pick(capture_dir, cfg.capture_dir),
+                    _pick(file_seconds, cfg.file_seconds),
+                    _pick(ring_files, cfg.ring_files),
+                    cfg.bpf_filter,
+                    _pick(keep_files, cfg.keep_files),
+                )
+                stop = _run_until_stopped(seconds)
+
+                def landed(path: Path, n: int) -> None:
+                    log.info("%s: %d packets landed", path.name, n)
+                    if once and n:
+                        stop.set()  # --once: until the first capture file that holds packets
+
+                capture_live(ring, collector, ship, stop, on_file=landed)
+    except RocescopeError as exc:
+        raise _fail(exc) from None
+    if once:
+        show_batches(shown, ["ts"], limit, _PACKET_COLUMNS)
     skipped = ", ".join(f"{n} {why}" for why, n in collector.skipped.items()) or "none"
     console.print(
         f"{total} RoCEv2 packets from {point}; skipped: {skipped}; "

@@ -17,14 +17,15 @@ from typing import Annotated
 import typer
 
 from rocescope.cli import (
-    OutFormat,
     _fail,
+    _pick,
     _run_until_stopped,
     _settings,
     collect_app,
     console,
     err_console,
-    write_table,
+    gnmi_targets,
+    show_batches,
 )
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.batch import Batch
@@ -33,13 +34,7 @@ log = logging.getLogger("rocescope.cli")
 
 
 def _show(batches: Sequence[Batch], sort: Sequence[str], limit: int, columns: Sequence[str] = ()) -> None:
-    from rocescope.collectors.polling import batches_table
-
-    if batches:
-        table = batches_table(batches, sort)
-        write_table(table.select(list(columns)) if columns else table, OutFormat.table, None, limit)
-    else:
-        console.print("nothing to ship")
+    show_batches(batches, sort, limit, columns)
 
 
 def _health_lines(health: dict[str, object]) -> int:
@@ -60,51 +55,75 @@ def _health_lines(health: dict[str, object]) -> int:
 
 @collect_app.command("lldp")
 def collect_lldp(
-    gnmi_targets: Annotated[
-        Path | None, typer.Option(help="Switches: the gNMI targets file (`collect gnmi --targets`).")
+    gnmi_targets_file: Annotated[
+        Path | None,
+        typer.Option("--gnmi-targets", help="Switches: the gNMI targets file (`collect gnmi --targets`)."),
     ] = None,
     targets: Annotated[
-        Path | None, typer.Option(help="Hosts: YAML `hosts: [{name, command: [argv]} | {name, file}]`.")
+        Path | None,
+        typer.Option(
+            help="Hosts: YAML `hosts: [{name, command: [argv]} | {name, file}]` (config: collectors.lldp.hosts)."
+        ),
     ] = None,
-    local: Annotated[bool, typer.Option(help="Also this host's `lldpcli` (default: when no --targets).")] = True,
+    local: Annotated[
+        bool | None, typer.Option("--local/--no-local", help="Also this host's `lldpcli` (default: when no hosts).")
+    ] = None,
     hostname: Annotated[str | None, typer.Option(help="Device name of this host (default: its hostname).")] = None,
-    gnmi_mode: Annotated[str, typer.Option(help="get (falls back to ONCE when unimplemented) or once.")] = "get",
-    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 60.0,
+    gnmi_mode: Annotated[
+        str | None, typer.Option(help="get (falls back to ONCE when unimplemented) or once (config: collectors.lldp).")
+    ] = None,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between polls (config: collectors.lldp.interval_s).")
+    ] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Poll once, print what would be shipped, ship nothing.")] = False,
     limit: Annotated[int, typer.Option(help="--once: rows shown.")] = 200,
 ) -> None:
-    """LLDP neighbors into `links`: hosts via `lldpcli -f json show neighbors`, switches via gNMI openconfig-lldp."""
-    from rocescope.collectors.gnmi import load_targets
+    """LLDP neighbors into `links`: hosts via `lldpcli -f json show neighbors`, switches via gNMI openconfig-lldp.
+
+    Switches are those of --gnmi-targets, or of collectors.gnmi.targets when collectors.lldp.gnmi is true."""
     from rocescope.collectors.lldp import (
         GnmiLldpSource,
         HostLldp,
         LldpcliCommand,
+        LldpcliOutput,
+        LldpcliSource,
         LldpCollector,
         LldpSource,
         load_hosts,
     )
     from rocescope.pipeline.runner import publishing
 
-    if gnmi_mode not in ("get", "once"):
-        raise typer.BadParameter("--gnmi-mode is get or once")
     try:
+        settings = _settings()
+        cfg = settings.collectors.lldp
+        mode = _pick(gnmi_mode, cfg.gnmi_mode)
+        if mode not in ("get", "once"):
+            raise typer.BadParameter("--gnmi-mode is get or once")
         sources: list[LldpSource] = []
         if targets is not None:
             sources.extend(load_hosts(targets))
-        elif local:
-            sources.append(HostLldp(hostname or socket.gethostname(), LldpcliCommand()))
-        if gnmi_targets is not None:
-            sources.extend(GnmiLldpSource(t, gnmi_mode) for t in load_targets(gnmi_targets))
+        else:
+            for h in cfg.hosts:
+                cli: LldpcliSource = (
+                    LldpcliOutput(h.file)
+                    if h.file is not None
+                    else LldpcliCommand(tuple(h.command or LldpcliCommand.argv), h.timeout_s)
+                )
+                sources.append(HostLldp(h.name, cli))
+        if not sources and _pick(local, cfg.local):
+            sources.append(HostLldp(hostname or cfg.hostname or socket.gethostname(), LldpcliCommand()))
+        if gnmi_targets_file is not None or cfg.gnmi:
+            sources.extend(GnmiLldpSource(t, mode) for t in gnmi_targets(gnmi_targets_file, settings))
         if not sources:
             raise ConfigError("nothing to poll: give --targets, --gnmi-targets, or leave --local on")
         if once:
             collector = LldpCollector(sources)
             _show(collector.poll_once(), ["device", "port"], limit)
         else:
-            with publishing(_settings()) as (producer, _):
+            with publishing(settings) as (producer, _):
                 collector = LldpCollector(sources, producer)
-                collector.run(interval, _run_until_stopped(seconds))
+                collector.run(_pick(interval, cfg.interval_s), _run_until_stopped(seconds))
     except (RocescopeError, ValueError) as exc:
         raise _fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     down = _health_lines(dict(collector.health()))
@@ -117,9 +136,13 @@ _JOB_COLUMNS = ("job_id", "pod", "rank", "host", "netdev", "rdma_dev", "ip")
 
 @collect_app.command("jobs")
 def collect_jobs(
-    kubeconfig: Annotated[Path | None, typer.Option(help="Read pods from the cluster of this kubeconfig.")] = None,
+    kubeconfig: Annotated[
+        Path | None, typer.Option(help="Read pods from the cluster of this kubeconfig (config: collectors.jobs).")
+    ] = None,
     context: Annotated[str | None, typer.Option(help="kubeconfig context (default: the current one).")] = None,
-    in_cluster: Annotated[bool, typer.Option("--in-cluster", help="Use the pod's service account.")] = False,
+    in_cluster: Annotated[
+        bool | None, typer.Option("--in-cluster/--no-in-cluster", help="Use the pod's service account.")
+    ] = None,
     static: Annotated[
         Path | None, typer.Option(help="YAML `jobs: [{name, namespace, hosts, nics}]` instead of Kubernetes.")
     ] = None,
@@ -127,37 +150,47 @@ def collect_jobs(
     inventory: Annotated[
         Path | None, typer.Option(help="Host inventory YAML: `hosts: {host: [{netdev, rdma_dev, ip, gid}]}`.")
     ] = None,
-    interval: Annotated[float, typer.Option(help="Seconds between polls.")] = 30.0,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between polls (config: collectors.jobs.interval_s).")
+    ] = None,
     seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
     once: Annotated[bool, typer.Option("--once", help="Poll once, print what would be shipped, ship nothing.")] = False,
     limit: Annotated[int, typer.Option(help="--once: rows shown.")] = 200,
 ) -> None:
-    """Training jobs into `endpoints`: Kubeflow pods (rank, node) and the node NICs their ranks use."""
+    """Training jobs into `endpoints`: Kubeflow pods (rank, node) and the node NICs their ranks use.
+
+    Sources given on the command line replace those of collectors.jobs."""
     from rocescope.collectors.jobs import Inventory, JobsCollector, JobSource, KubeApi, PodListFile, StaticJobs
     from rocescope.pipeline.runner import publishing
 
     try:
+        settings = _settings()
+        cfg = settings.collectors.jobs
+        if any(x is not None for x in (kubeconfig, in_cluster, static, pods)):
+            cfg = cfg.model_copy(update={"kubeconfig": None, "in_cluster": False, "static": None, "pods": None})
+        kubeconfig, static, pods = _pick(kubeconfig, cfg.kubeconfig), _pick(static, cfg.static), _pick(pods, cfg.pods)
+        inventory = _pick(inventory, cfg.inventory)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
         sources: list[JobSource] = []
         if kubeconfig is not None:
-            sources.append(KubeApi.from_kubeconfig(kubeconfig, context))
-        if in_cluster:
+            sources.append(KubeApi.from_kubeconfig(kubeconfig, _pick(context, cfg.context)))
+        if _pick(in_cluster, cfg.in_cluster):
             sources.append(KubeApi.in_cluster())
         if static is not None:
             sources.append(StaticJobs(static))
         if pods is not None:
             sources.append(PodListFile(pods))
         if not sources:
-            raise ConfigError("give --kubeconfig, --in-cluster, --static or --pods")
+            raise ConfigError("give --kubeconfig, --in-cluster, --static or --pods (or set them in collectors.jobs)")
         if inventory is None:
             err_console.print("[yellow]no --inventory: rows name hosts but no NICs (rank -1)[/yellow]")
         if once:
             collector = JobsCollector(sources, inv)
             _show(collector.poll_once(changes_only=False), ["job_id", "rank"], limit, _JOB_COLUMNS)
         else:
-            with publishing(_settings()) as (producer, _):
+            with publishing(settings) as (producer, _):
                 collector = JobsCollector(sources, inv, producer)
-                collector.run(interval, _run_until_stopped(seconds))
+                collector.run(_pick(interval, cfg.interval_s), _run_until_stopped(seconds))
     except RocescopeError as exc:
         raise _fail(exc) from None
     down = _health_lines(dict(collector.health()))
@@ -238,13 +271,7 @@ def import_kind(
                     placed, bad = parse_pods(data, inv, when)
                     ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
                 elif kind is ImportKind.sonic:
-                    import json
-
-                    try:
-                        doc = json.loads(data)
-                    except ValueError as exc:
-                        raise DecodeError(f"{path}: not JSON: {exc}") from None
-                    rows, links, bad = imports.sonic_dump(doc, name, when)
+                    rows, links, bad = imports.sonic_dump(imports.sonic_json(data, str(path)), name, when)
                     batches = imports.counters_batches(rows) + ([links_batch(links, when, name)] if links else [])
                     ship(batches, str(path), bad, f", {rows.unmapped} objects without a name map")
                 elif kind is ImportKind.pcap:

@@ -16,6 +16,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from rocescope.collector_config import CollectorsConfig, resolve_env
 from rocescope.errors import ConfigError
 
 ENV_PREFIX = "ROCESCOPE_"
@@ -72,6 +73,12 @@ class KafkaConfig(_Section):
 
 class TransportConfig(_Section):
     kind: Literal["inprocess", "kafka"] = "inprocess"
+    sink_in_process: bool = Field(
+        False,
+        description="With kind kafka, also run a sink on a thread of the publishing process and wait until "
+        "everything published has landed (small setups, `rocescope demo --kafka`); the in-process transport "
+        "always does.",
+    )
 
 
 class SinkConfig(_Section):
@@ -108,6 +115,7 @@ class Settings(BaseSettings):
     kafka: KafkaConfig = KafkaConfig()
     sink: SinkConfig = SinkConfig()
     analysis: AnalysisConfig = AnalysisConfig()
+    collectors: CollectorsConfig = CollectorsConfig()
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
 
     @classmethod
@@ -135,11 +143,15 @@ def load(path: Path | str | None = None) -> Settings:
             raw = yaml.safe_load(Path(path).read_text())
         except FileNotFoundError as exc:
             raise ConfigError(f"config file {path} does not exist") from exc
-        except yaml.YAMLError as exc:
+        except (yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:  # PyYAML nests recursively
             raise ConfigError(f"config file {path} is not valid YAML: {exc}") from exc
+        except OSError as exc:
+            raise ConfigError(f"config file {path} cannot be read: {exc}") from exc
         if raw is not None and not isinstance(raw, dict):
             raise ConfigError(f"config file {path}: the top level must be a mapping, not {type(raw).__name__}")
         data = raw or {}
+        if any(not isinstance(key, str) for key in data):
+            raise ConfigError(f"config file {path}: top-level keys must be names, not {sorted(map(repr, data))}")
     try:
         return Settings(**data)
     except ValidationError as exc:
@@ -170,7 +182,7 @@ def load_entries(path: Path, what: str, key: str, build: Callable[[dict[str, Any
     communities stay out of the file. Raises ConfigError naming the file, the entry and the key."""
     try:
         raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as exc:
+    except (OSError, yaml.YAMLError, RecursionError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{what} {path}: {exc}") from exc
     entries = raw.get(key) if isinstance(raw, dict) else None
     if not isinstance(entries, list) or not entries:
@@ -181,10 +193,8 @@ def load_entries(path: Path, what: str, key: str, build: Callable[[dict[str, Any
             raise ConfigError(f"{what} {path}: {key}[{i}] must be a mapping")
         spec = dict(entry)
         for name, value in spec.items():
-            if isinstance(value, str) and value.startswith("env:"):
-                if value[4:] not in os.environ:
-                    raise ConfigError(f"{what} {path}: {key}[{i}].{name} names unset variable {value[4:]}")
-                spec[name] = os.environ[value[4:]]
+            if isinstance(value, str):
+                spec[name] = resolve_env(value, f"{what} {path}: {key}[{i}].{name}")
         try:
             built.append(build(spec))
         except ValueError as exc:

@@ -91,6 +91,11 @@ def _str(name: str, description: str, codec: str = "CODEC(ZSTD(1))") -> Column:
 # Retried inserts carrying the same insert_deduplication_token land once (see pipeline.sink).
 _DEDUP = {"non_replicated_deduplication_window": 10000}
 
+#: One time series of `counters`. The table's sort key leads with it, metric first: a query naming its
+#: metrics reads only their granules (the detectors and every panel name theirs), and per-series window
+#: functions partitioned in this order read the table in key order.
+COUNTER_SERIES = ("metric", "device", "port", "priority")
+
 COUNTERS = Table(
     "counters",
     "One row per sampled value (Prometheus-style): switch, NIC and host counters and gauges.",
@@ -105,7 +110,7 @@ COUNTERS = Table(
         _lc("source", "gnmi | snmp | ethtool | rdma | ebpf | import | sim."),
         _lc("raw_name", "The vendor's own counter name or path."),
     ),
-    order_by=("device", "port", "metric", "priority", "ts"),
+    order_by=(*COUNTER_SERIES, "ts"),
     partition_by="toDate(ts)",
     ttl_column="ts",
     settings=_DEDUP,
@@ -187,6 +192,8 @@ QP_OWNERS = Table(
         _str("cgroup", "cgroup path or pod."),
         _lc("job_id", "Training job id; empty if unknown."),
         _ts("seen_at", "When the ownership was observed."),
+        _str("dest_gid", "Remote GID as sysfs `gids/N` prints it; empty if unknown."),
+        Column("udp_sport", "UInt16", pa.uint16(), "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown."),
     ),
     order_by=("host", "rdma_dev", "qpn", "seen_at"),
     settings=_DEDUP,
@@ -369,10 +376,11 @@ def column_ddl(col: Column) -> str:
     return " ".join(parts)
 
 
-def ddl(table: str, ttl_days: int = 0, database: str = "") -> str:
-    """CREATE TABLE for `table`: identical on a ClickHouse server and on embedded chdb."""
+def ddl(table: str, ttl_days: int = 0, database: str = "", as_name: str | None = None) -> str:
+    """CREATE TABLE for `table` (named `as_name` if given, to rebuild it): identical on a ClickHouse
+    server and on embedded chdb."""
     spec = TABLES[table]
-    name = f"`{database}`.`{spec.name}`" if database else f"`{spec.name}`"
+    name = f"`{database}`.`{as_name or spec.name}`" if database else f"`{as_name or spec.name}`"
     cols = ",\n    ".join(column_ddl(c) for c in spec.columns)
     lines = [f"CREATE TABLE IF NOT EXISTS {name}\n(\n    {cols}\n)", f"ENGINE = {spec.engine}"]
     if spec.partition_by:

@@ -10,6 +10,7 @@ from rocescope.errors import StoreError
 from rocescope.pipeline.batch import make_batch
 from rocescope.pipeline.migrations import MIGRATIONS, migrate
 from rocescope.pipeline.store import ChdbStore, Store, query_polars
+from rocescope.schema import COUNTERS
 
 from samples import sample_table
 
@@ -53,6 +54,28 @@ def test_migrate_adds_a_column_the_schema_gained(store: Store) -> None:
     store.command("ALTER TABLE links DROP COLUMN source")
     assert migrate(store) == ["added column links.source"]
     assert migrate(store) == []
+
+
+def test_counters_resorted_metric_first_keeping_every_row(store: Store) -> None:
+    """Migration 8 rebuilds a populated `counters` with the metric-first key: every row kept, the 1-minute
+    rollup still fed by later inserts, the rates view still answering."""
+    store.command("ALTER TABLE counters MODIFY COMMENT 'before the rebuild'")
+    store.insert("counters", sample_table("counters", 5000, seed=3))
+    fingerprint = "SELECT count(), sum(cityHash64(*)) FROM counters"
+    before = store.query_arrow(fingerprint).to_pylist()
+    store.command("DELETE FROM schema_migrations WHERE version = 8")
+    assert migrate(store) == ["applied migration 8: counters sorted metric first"]
+    assert store.query_arrow(fingerprint).to_pylist() == before
+    key = store.query_arrow(
+        "SELECT sorting_key, comment FROM system.tables WHERE database = {db:String} AND name = 'counters'",
+        {"db": store.database},
+    ).to_pylist()
+    assert key == [{"sorting_key": "metric, device, port, priority, ts", "comment": COUNTERS.description}]
+    rolled = "SELECT sum(samples) FROM counters_1m"
+    already = int(store.query_arrow(rolled).column(0)[0].as_py() or 0)
+    store.insert("counters", sample_table("counters", 700, seed=4))
+    assert int(store.query_arrow(rolled).column(0)[0].as_py()) == already + 700
+    assert store.query_arrow("SELECT count() FROM port_rates").column(0)[0].as_py() >= 0
 
 
 def test_insert_and_query_round_trip(store: Store) -> None:

@@ -277,7 +277,9 @@ def _idle_links(ctx: Context, p: LinkHealthParams, incidents: Sequence[Incident]
     traffic crossed them, whatever the placement would allow."""
     if not incidents:
         return set()
-    sent = ctx.frames.totals(["tx_bytes"], ctx.window.seconds).group_by("device", "port").agg(pl.col("delta").sum())
+    devices = sorted({ref.partition(":")[0] for i in incidents for ref in i.link})
+    sent = ctx.frames.totals(["tx_bytes"], ctx.window.seconds, devices=devices)
+    sent = sent.group_by("device", "port").agg(pl.col("delta").sum())
     tx = {f"{d}:{netdev_of(port)}": float(v) for d, port, v in sent.iter_rows()}
     floor = p.idle_Bps * ctx.window.seconds
     return {i.link for i in incidents if all(r in tx and tx[r] < floor for r in i.link)}

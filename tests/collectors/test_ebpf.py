@@ -66,6 +66,8 @@ from rocescope.collectors.snmp_testbed import Netns, netns_unavailable
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import InProcessBus
+from rocescope.sim.roce import gid_from_ipv4
+from rocescope.sim.roce import udp_sport as sim_udp_sport
 
 FIXTURES = Path(__file__).parent.parent / "fixtures"
 QP_JSON = FIXTURES / "rdma" / "rdma_resource_show_qp.json"
@@ -88,7 +90,15 @@ def test_fixture_parses_every_qp() -> None:
     kernel = [r for r in parsed.records if r.pid == 0]
     assert [(r.qpn, r.qp_type, r.comm) for r in kernel] == [(0, "SMI", "ib_core"), (1, "GSI", "ib_core")]
     assert parsed.records[2] == QpRecord(
-        rdma_dev="mlx5_0", qpn=4714, dest_qpn=4715, port=1, qp_type="RC", state="RTS", pid=30489, comm="ib_write_bw"
+        rdma_dev="mlx5_0",
+        qpn=4714,
+        dest_qpn=4715,
+        port=1,
+        qp_type="RC",
+        state="RTS",
+        pid=30489,
+        comm="ib_write_bw",
+        udp_sport=sim_udp_sport(4714, 4715),  # no GID or flow label here: the kernel's default port
     )
     unbound = parsed.records[-1]
     assert (unbound.rdma_dev, unbound.port, unbound.state, unbound.dest_qpn) == ("mlx5_3", 0, "RESET", 0)
@@ -293,6 +303,9 @@ def test_qp_owner_rows_from_the_fixture_source_ship_on_change() -> None:
             ("mlx5_3", 264, 0),
         }
         assert all(r["comm"] == "python" and r["job_id"] == "job-7" and r["host"] == "gpu-07" for r in mine)
+        sports = {r["qpn"]: r["udp_sport"] for r in mine}
+        assert sports == {4716: sim_udp_sport(4716, 8802), 4717: 0, 263: sim_udp_sport(263, 391), 264: 0}
+        assert {r["dest_gid"] for r in rows} == {""}  # iproute2 does not show the remote GID
         other = next(r for r in rows if r["pid"] == 30489)
         assert (other["comm"], other["job_id"]) == ("ib_write_bw", "")  # pid not on this machine: as reported
         assert collector.metrics.value("rocescope_ebpf_qp_records_skipped_total", why="kernel") == 2
@@ -340,6 +353,11 @@ def test_without_kprobes_the_collector_falls_back_to_the_rdma_tool_and_says_so_o
     errors = collector.metrics.value("rocescope_ebpf_qp_source_errors_total")
     failures = [r for r in caplog.records if "reading QP owners from rdma failed" in r.message]
     assert len(failures) == (1 if errors else 0)  # a failing tool is logged once, not every poll
+    m = collector.metrics  # per target: up, duration of its last read, failed reads
+    assert m.value("rocescope_ebpf_errors_total", target="qp") == errors
+    assert m.value("rocescope_ebpf_target_up", target="qp") == (0 if errors else 1)
+    assert m.value("rocescope_ebpf_target_up", target="maps") == 1
+    assert m.value("rocescope_ebpf_target_read_seconds", target="qp") > 0
 
 
 # --------------------------------------------------------------------------------------------------
@@ -443,6 +461,9 @@ def test_qp_events_laid_out_as_the_kprobe_program_emits_them_become_owner_rows()
         assert [
             (r["rdma_dev"], r["qpn"], r["dest_qpn"], r["dest_ip"], r["pid"], r["comm"], r["job_id"]) for r in rows
         ] == [("mlx5_0", 4714, 4715, "10.0.0.2", child.pid, "python", "job-9")]
+        assert [(r["dest_gid"], r["udp_sport"]) for r in rows] == [
+            (gid_from_ipv4("10.0.0.2"), sim_udp_sport(4714, 4715))
+        ]
         assert collector._qps[("mlx5_0", 4714)].udp_sport == roce_udp_sport(4714, 4715)
         emit(3)
         assert [b.stream for b in collector.poll()] == ["counters"] and not collector._qps
@@ -607,7 +628,8 @@ def test_xdp_counts_rocev2_packets_by_qp_ecn_and_opcode_on_a_veth(netns: Netns) 
     assert "xdp" not in detached
 
 
-def test_cli_collect_ebpf_once_lands_counters(tmp_path: Path) -> None:
+def test_cli_collect_ebpf_lands_counters(tmp_path: Path) -> None:
+    """The poll interval comes from the config's collectors.ebpf section; one poll lands before --seconds."""
     _need_bpf()
     from typer.testing import CliRunner
 
@@ -616,7 +638,7 @@ def test_cli_collect_ebpf_once_lands_counters(tmp_path: Path) -> None:
     from rocescope.pipeline.store import open_store
 
     cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\ncollectors:\n  ebpf:\n    interval_s: 1\n")
 
     done = threading.Event()
 
@@ -628,7 +650,7 @@ def test_cli_collect_ebpf_once_lands_counters(tmp_path: Path) -> None:
     sender = threading.Thread(target=drops, daemon=True)
     sender.start()
     try:
-        result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "ebpf", "--once", "--interval", "1"])
+        result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "ebpf", "--seconds", "1.6", "--allow-privileged"])
     finally:
         done.set()
         sender.join()
@@ -639,3 +661,48 @@ def test_cli_collect_ebpf_once_lands_counters(tmp_path: Path) -> None:
             "SELECT metric, port, value FROM counters WHERE source = 'ebpf' AND metric = 'host_drops'", {}
         ).to_pylist()
     assert any(r["port"] == "reason:NO_SOCKET" and r["value"] >= 10 for r in rows), rows
+
+
+def test_qp_owner_gid_and_port_land_in_a_store_upgraded_from_before_the_columns(tmp_path: Path) -> None:
+    """A store migrated before qp_owners had dest_gid/udp_sport gets them from migration 7; old rows read
+    empty, new rows keep their values."""
+    import datetime as dt
+
+    import pyarrow as pa
+
+    from rocescope.pipeline.migrations import MIGRATIONS, applied_versions, migrate
+    from rocescope.pipeline.store import ChdbStore
+
+    store = ChdbStore(tmp_path / "chdb")
+    try:
+        applied_versions(store)
+        for mig in MIGRATIONS:
+            if mig.version >= 7:
+                continue
+            for sql in mig.statements(store.database, 30, 400):
+                store.command(sql)
+            store.insert(
+                "schema_migrations",
+                pa.table(
+                    {
+                        "version": pa.array([mig.version], pa.uint32()),
+                        "name": [mig.name],
+                        "applied_at": pa.array([dt.datetime.now(dt.UTC)], pa.timestamp("ns", tz="UTC")),
+                    }
+                ),
+            )
+        store.command("ALTER TABLE qp_owners DROP COLUMN dest_gid, DROP COLUMN udp_sport")  # as version 6 made it
+        store.command(
+            "INSERT INTO qp_owners (host, rdma_dev, qpn, dest_qpn, dest_ip, pid, comm, cgroup, job_id, seen_at) "
+            "VALUES ('old', 'mlx5_0', 1, 2, '', 3, 'x', '', '', now64(9))"
+        )
+        assert migrate(store)[0] == "applied migration 7: qp_owners dest_gid and udp_sport"
+        collector = EbpfCollector("gpu-07", qp_source=FixtureQpSource.from_file(QP_JSON), host_events=False).start()
+        owners = collector.poll()[1]
+        collector.close()
+        store.insert("qp_owners", pa.Table.from_batches([owners.data]))
+        got = store.query_arrow("SELECT host, qpn, dest_gid, udp_sport FROM qp_owners ORDER BY host, qpn").to_pylist()
+    finally:
+        store.close()
+    assert got[0] == {"host": "gpu-07", "qpn": 263, "dest_gid": "", "udp_sport": sim_udp_sport(263, 391)}
+    assert got[-1] == {"host": "old", "qpn": 1, "dest_gid": "", "udp_sport": 0}

@@ -610,3 +610,17 @@ def test_served_table_is_a_counters_table(engine: Engine) -> None:
     table = engine_source(engine, SWITCH)()
     assert isinstance(table, pa.Table) and table.schema.equals(schema.arrow_schema("counters"), check_metadata=False)
     assert set(table.column("device").to_pylist()) == {SWITCH}
+
+
+def test_cli_collect_gnmi_once_from_the_config(facade: GnmiFacade, tmp_path: Path) -> None:
+    """Targets inline in collectors.gnmi; the per-target line says how long the first full sample took."""
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(
+        f"collectors:\n  gnmi:\n    targets:\n      - {{name: {SWITCH}, address: '{facade.address}', vendor: sonic}}\n"
+    )
+    result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "gnmi", "--once"])
+    assert result.exit_code == 0, result.output
+    assert re.search(rf"{SWITCH}: up, \d+ values .*synced in\s+\d+\.\d+ s", result.output, re.S), result.output
+    cfg.write_text("collectors:\n  gnmi:\n    targets: []\n")
+    result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "gnmi", "--once"])
+    assert result.exit_code == 1 and "no gNMI targets" in result.output

@@ -324,3 +324,22 @@ def test_cli_once_and_run(tmp_path: Path, topo: Topology, pods: dict[str, Any]) 
     assert result.exit_code == 0, result.output
     result = runner.invoke(app, ["--config", str(cfg), "sql", "SELECT count() FROM endpoints", "-f", "csv"])
     assert result.stdout.splitlines()[1] == str(len(_expected(topo)))
+
+
+def test_cli_sources_from_the_config_and_flags_replace_them(
+    tmp_path: Path, topo: Topology, pods: dict[str, Any]
+) -> None:
+    kubectl = tmp_path / "pods.json"
+    kubectl.write_text(json.dumps(pods))
+    static = tmp_path / "jobs.yaml"
+    static.write_text("jobs:\n  - {name: llama, hosts: [gpu-003], nics: [mlx5_0]}\n")
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(
+        f"store:\n  path: {tmp_path / 'data'}\ncollectors:\n  jobs:\n    pods: {kubectl}\n    interval_s: 5\n"
+    )
+    result = runner.invoke(app, ["--config", str(cfg), "collect", "jobs", "--once"])
+    assert result.exit_code == 0, result.output
+    assert "kubectl: up" in result.output and "ml/bert" in result.output
+    result = runner.invoke(app, ["--config", str(cfg), "collect", "jobs", "--once", "--static", str(static)])
+    assert result.exit_code == 0, result.output
+    assert "kubectl" not in result.output and "llama" in result.output  # a source flag replaces the config's

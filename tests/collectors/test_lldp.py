@@ -207,3 +207,21 @@ def test_cli_once_prints_then_run_lands_links(topo: Topology, tmp_path: Path) ->
                                  "ORDER BY device", "-f", "csv"])  # fmt: skip
     n_leaf = len(topo.ports_of("leaf-r0-01"))
     assert result.stdout.splitlines()[1:] == ['"gpu-001",2', f'"leaf-r0-01",{n_leaf}']
+
+
+def test_cli_takes_hosts_and_switches_from_the_config(topo: Topology, tmp_path: Path) -> None:
+    """collectors.lldp.hosts inline, and (lldp.gnmi: true) the switches of collectors.gnmi.targets."""
+    capture = tmp_path / "gpu-001.json"
+    capture.write_text(json.dumps(lldp_neighbors_json(topo, "gpu-001")))
+    with LldpGnmiFacade(topo, "leaf-r0-01") as target:
+        cfg = tmp_path / "rocescope.yaml"
+        cfg.write_text(
+            f"store:\n  path: {tmp_path / 'data'}\ncollectors:\n"
+            f"  gnmi:\n    targets: [{{name: leaf-r0-01, address: '{target.address}', vendor: sonic}}]\n"
+            f"  lldp:\n    gnmi: true\n    gnmi_mode: once\n    hosts: [{{name: gpu-001, file: '{capture}'}}]\n"
+        )
+        result = runner.invoke(app, ["--config", str(cfg), "collect", "lldp", "--once"])
+    assert result.exit_code == 0, result.output
+    assert "gpu-001: up" in result.output and "leaf-r0-01: up" in result.output
+    n_rows = 2 + len(topo.ports_of("leaf-r0-01"))
+    assert f"{n_rows} rows" in result.output

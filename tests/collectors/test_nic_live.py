@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import os
+import re
 import shutil
 import stat
 import subprocess
@@ -215,3 +216,20 @@ def test_real_ethtool_on_this_machine() -> None:
     if Path("/sys/class/net/lo").exists():
         with pytest.raises(NicReadError, match="no stats available"):
             host.ethtool_stats("lo")
+
+
+def test_cli_once_prints_the_rows_and_each_target(sysroot: Path, tmp_path: Path) -> None:
+    """`collect nic --once` over the tree (sysfs_root from the config): the RDMA counters read fine, and
+    `ethtool -S` of netdevs this machine does not have fails per netdev: DOWN lines, exit 1, nothing shipped."""
+    from typer.testing import CliRunner
+
+    from rocescope.cli import app
+
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\ncollectors:\n  nic:\n    sysfs_root: {sysroot}\n")
+    result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "nic", "--once", "--hostname", "gpu-b02"])
+    assert "counters:" in result.output and "1 polls of 3 RDMA ports" in result.output
+    assert re.search(r"mlx5_3/1: up \(\d+\.\d+ s last\), 0 failed reads", result.output), result.output
+    assert re.search(r"eth3: DOWN .*1 failed reads", result.output), result.output
+    assert result.exit_code == 1
+    assert not (tmp_path / "data").exists()  # --once opened no store
