@@ -1,5 +1,6 @@
 """Simulator benchmark: the default demo scenario (32 hosts x 4 rails, 2 jobs, 10 minutes of fabric time
-with incidents; target <= 60 s wall), simulation only (a counters snapshot per 1 s poll, dropped), then
+with incidents; target <= 60 s wall), simulation only (a counters snapshot and the packet mirror's
+`packets` rows per 1 s poll, dropped), then
 the same run landing everything in an embedded chdb store through the pipeline (`run_scenario`).
 With `--full`, a 128 hosts x 8 rails fabric (4 jobs, an incast) for `--full-seconds` of fabric time.
 
@@ -13,10 +14,12 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+import time
 from pathlib import Path
 
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.sim.incidents import build_world
+from rocescope.sim.mirror import CNP, PacketMirror, Sampled
 from rocescope.sim.run import run_scenario, simulate
 from rocescope.sim.scenario import Scenario, load_scenario
 
@@ -57,10 +60,19 @@ def main() -> None:
 
     demo = load_scenario("demo")
     world = build_world(demo, args.duration)
-    rows = [0]
-    wall, polls = simulate(world, lambda _ts, t: rows.__setitem__(0, rows[0] + t.num_rows))
+    rows = [0, 0, 0]
+    mirror_s = [0.0]
+
+    def packets(_ts: object, sampled: Sampled, mirror: PacketMirror) -> None:
+        t = time.perf_counter()
+        rows[1] += mirror.table(sampled).num_rows
+        rows[2] += int((sampled.opcode == CNP).sum())
+        mirror_s[0] += time.perf_counter() - t
+
+    wall, polls = simulate(world, lambda _ts, t: rows.__setitem__(0, rows[0] + t.num_rows), on_packets=packets)
     sim_s = world.engine.now
     print(f"demo: {sim_s:.0f} s fabric time, {polls} polls, {rows[0]} counter rows, steps {world.engine.step_stats()}")
+    print(f"demo packet mirror: {rows[1]} packets ({rows[2]} CNPs), rows built in {mirror_s[0]:.2f} s")
 
     if not args.no_store:
         with tempfile.TemporaryDirectory() as tmp:

@@ -37,8 +37,9 @@ queue: what it cannot send stays in host memory (the QP's remaining bytes).
 Traffic: jobs iterate. A communication phase starts every flow of the job with its
 `bytes_per_iteration` (wire bytes: payload plus headers); the phase ends when every flow has
 delivered them; then a compute gap of `compute_ms`. Senders offer `min(line rate, DCQCN rate)`
-while they have bytes left. All ring flows run concurrently (the ring's 2(n-1) lock-step rounds
-are folded into one transfer per flow: the slowest flow gates the iteration, as in NCCL). The
+while they have bytes left. All flows run concurrently (the ring's 2(n-1) lock-step rounds, or a
+tree's pipelined reduce and broadcast, are folded into one transfer per flow: the slowest flow gates
+the iteration, as in NCCL). The
 completed iterations (start, end) per job are recorded: slowdowns under incidents show there.
 
 Buffers and PFC
@@ -106,7 +107,8 @@ Simplifications (on purpose)
 ----------------------------
 Per-flow FIFO shares are proportional (a fluid queue), so a flow's last bytes behind a persistent
 queue drain geometrically; an iteration ends when every flow has less than one packet left.
-ACKs, CNP bytes and the reverse direction of RC traffic are not put on the wire. When a flow is
+ACKs, CNP bytes and the reverse direction of RC traffic are not put on the wire (the packet mirror,
+`rocescope.sim.mirror`, samples ACKs and CNPs from the per-flow totals, `flow_totals`). When a flow is
 rerouted, its bytes queued past the point where the paths diverge are dropped if their port went
 down, else delivered at once. PFC reacts and CNPs return within the step (real: microseconds). The
 PFC headroom is not modeled (holding upstream is exact), so `pg_headroom` counters are not reported.
@@ -154,6 +156,15 @@ class IterationRecord(NamedTuple):
     @property
     def comm_s(self) -> float:
         return self.end_s - self.start_s
+
+
+class FlowTotals(NamedTuple):
+    """Cumulative per-flow packet counts (float: the model is fluid) and each flow's switch hops now."""
+
+    delivered: npt.NDArray[np.float64]
+    ce_marked: npt.NDArray[np.float64]
+    cnps: npt.NDArray[np.float64]
+    switch_hops: npt.NDArray[np.int64]
 
 
 class ByteBalance(NamedTuple):
@@ -336,6 +347,8 @@ class Engine:
             cnp_credit=zf.copy(),
             hand_credit=zf.copy(),
             last_cnp=zf.copy(),
+            tot_ce=zf.copy(),
+            tot_cnp=zf.copy(),
             qlen=zq.copy(),
             occ=zq.copy(),
             pend_in=zq.copy(),
@@ -835,6 +848,12 @@ class Engine:
         """The sender's DCQCN current rate (bits/s)."""
         f = self.flow_id(flow)
         return float(min(self._st.rc[f], self._net.rate_limit[f])) * 8
+
+    def flow_totals(self) -> FlowTotals:
+        """Per flow, cumulative since the start: packets delivered, CE-marked packets delivered, CNPs its
+        receiver sent; and its routed hops now (what the packet mirror samples from)."""
+        st, pkt = self._st, self.params.packet_wire_bytes
+        return FlowTotals(st.tot_delivered / pkt, st.tot_ce.copy(), st.tot_cnp.copy(), self._net.nh - 1)
 
     def byte_balance(self, flows: Iterable[FlowRef] | None = None) -> ByteBalance:
         st = self._st

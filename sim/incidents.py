@@ -154,6 +154,7 @@ def place(topology: Topology, models: Sequence[JobModel], seed: int) -> list[Job
             qps_per_connection=m.qps_per_connection,
             cross_rail_flows=m.cross_rail_flows,
             cross_rail_bytes=message_bytes(m.cross_rail_mib),
+            collective=m.collective,
         )
         if m.placement == "scattered":
             free = [free[i] for i in rng.permutation(len(free))]

@@ -4,8 +4,9 @@ A job is a PyTorchJob: pods `<name>-worker-K` (node rank K), one per host, each 
 rail it uses with the NIC of that rail (GPU i <-> mlx5_i, as on rail-optimized servers). Global rank
 = K * rails_used + position of the rail, like torchrun's `node_rank * nproc_per_node + local_rank`.
 
-Traffic is described per iteration, not simulated here: ring all-reduce per rail (rank K's NIC on
-rail r sends to rank K+1's NIC on the same rail, wrapping around), plus optional cross-rail flows.
+Traffic is described per iteration, not simulated here: all-reduce per rail, as a ring (rank K's NIC
+on rail r sends to rank K+1's NIC on the same rail, wrapping around) or as NCCL's double binary tree
+(`tree_links`), plus optional cross-rail flows.
 Each flow is one RC queue pair with a QPN at each end; its UDP source port is what Linux derives from
 the QPN pair, so ECMP sees the entropy real NCCL traffic has. All of it follows from the seed.
 """
@@ -27,7 +28,8 @@ from rocescope.sim.roce import FiveTuple, QpAllocator, stable_hash, udp_sport
 from rocescope.sim.topology import Nic, Topology
 
 Placement = Literal["contiguous", "scattered"]
-FlowKind = Literal["ring", "cross_rail"]
+Collective = Literal["ring", "tree"]
+FlowKind = Literal["ring", "tree", "cross_rail"]
 
 MiB = 1 << 20
 #: `valid_to` of a placement that is still running.
@@ -53,6 +55,8 @@ class JobSpec:
     #: Cross-rail flows (e.g. without PXN): how many, and bytes each carries per iteration.
     cross_rail_flows: int = 0
     cross_rail_bytes: int = 8 * MiB
+    #: All-reduce algorithm across pods (per rail): NCCL's ring or double binary tree.
+    collective: Collective = "ring"
 
     def __post_init__(self) -> None:
         for label in (self.name, self.namespace):
@@ -64,6 +68,8 @@ class JobSpec:
             raise SimError("job sizes and times cannot be negative")
         if self.rails is not None and (not self.rails or len(set(self.rails)) != len(self.rails)):
             raise SimError(f"rails must be distinct and non-empty, got {self.rails}")
+        if self.collective not in ("ring", "tree"):
+            raise SimError(f"collective must be ring or tree, got {self.collective!r}")
 
     @property
     def job_id(self) -> str:
@@ -242,6 +248,77 @@ def ring_flows(job: Job, topology: Topology, qps: QpAllocator) -> list[Flow]:
     return flows
 
 
+class TreeNode(NamedTuple):
+    """One rank's place in a binary tree: its parent and children (-1: none)."""
+
+    parent: int
+    child0: int
+    child1: int
+
+
+def btree(nranks: int, rank: int) -> TreeNode:
+    """NCCL's binary tree (`ncclGetBtree`): rank 0 is the root with one child; a rank's parent and
+    children follow from its lowest set bit, so the tree is balanced whatever `nranks`."""
+    bit = 1
+    while bit < nranks and not bit & rank:
+        bit <<= 1
+    if rank == 0:
+        return TreeNode(-1, -1, bit >> 1 if nranks > 1 else -1)
+    up = (rank ^ bit) | (bit << 1)
+    if up >= nranks:
+        up = rank ^ bit
+    low = bit >> 1
+    down0 = -1 if low == 0 else rank - low
+    down1 = -1 if low == 0 else rank + low
+    while down1 >= nranks:
+        low >>= 1
+        down1 = -1 if low == 0 else rank + low
+    return TreeNode(up, down0, down1)
+
+
+def dtree(nranks: int, rank: int) -> tuple[TreeNode, TreeNode]:
+    """NCCL's double binary tree (`ncclGetDtree`): the binary tree, and a second one that is its
+    mirror image (even `nranks`: every rank is a leaf in one tree and an inner node in the other)
+    or its shift by one (odd `nranks`)."""
+    first = btree(nranks, rank)
+    if nranks % 2:
+        t = btree(nranks, (rank - 1) % nranks)
+
+        def move(r: int) -> int:
+            return -1 if r == -1 else (r + 1) % nranks
+    else:
+        t = btree(nranks, nranks - 1 - rank)
+
+        def move(r: int) -> int:
+            return -1 if r == -1 else nranks - 1 - r
+
+    return first, TreeNode(move(t.parent), move(t.child0), move(t.child1))
+
+
+def tree_links(nranks: int) -> list[tuple[int, int, int]]:
+    """(tree 0 or 1, child, parent) of every edge of the double binary tree over `nranks` ranks."""
+    return [(t, r, node.parent) for r in range(nranks) for t, node in enumerate(dtree(nranks, r)) if node.parent >= 0]
+
+
+def tree_flows(job: Job, topology: Topology, qps: QpAllocator) -> list[Flow]:
+    """Double-binary-tree all-reduce per rail over the job's pods (node ranks), as NCCL runs it between
+    nodes: each tree carries half the message, reduced up to its root (child -> parent) and broadcast
+    back down (parent -> child), so every tree edge has one flow each way with half the message.
+    """
+    n = len(job.pods)
+    if n < 2:
+        return []
+    half = job.spec.message_bytes // 2
+    by_key = {(ep.pod.rank, ep.nic.rail): ep for ep in job.endpoints(topology)}
+    flows: list[Flow] = []
+    for rail in job.rails:
+        for _tree, child, parent in tree_links(n):
+            c, p = by_key[(child, rail)], by_key[(parent, rail)]
+            flows += _connect(job, "tree", qps, c, p, job.spec.qps_per_connection, half)
+            flows += _connect(job, "tree", qps, p, c, job.spec.qps_per_connection, half)
+    return flows
+
+
 def cross_rail_flows(job: Job, topology: Topology, qps: QpAllocator, seed: int = 0) -> list[Flow]:
     """`spec.cross_rail_flows` flows between different rails of different hosts, drawn from the seed.
 
@@ -268,9 +345,10 @@ def cross_rail_flows(job: Job, topology: Topology, qps: QpAllocator, seed: int =
 
 
 def collective_flows(job: Job, topology: Topology, seed: int = 0, qps: QpAllocator | None = None) -> list[Flow]:
-    """Every flow of one iteration of `job`: ring per rail, then cross-rail.
+    """Every flow of one iteration of `job`: the all-reduce per rail (ring or tree), then cross-rail.
 
     Pass one `QpAllocator` for all jobs and extra traffic of a scenario so QPNs never collide on a NIC.
     """
     alloc = qps if qps is not None else QpAllocator(seed)
-    return ring_flows(job, topology, alloc) + cross_rail_flows(job, topology, alloc, seed)
+    allreduce = tree_flows if job.spec.collective == "tree" else ring_flows
+    return allreduce(job, topology, alloc) + cross_rail_flows(job, topology, alloc, seed)

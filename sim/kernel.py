@@ -181,6 +181,8 @@ class State(NamedTuple):
     cnp_credit: np.ndarray  # float64[F] fractional CNPs not yet emitted
     hand_credit: np.ndarray  # float64[F] fractional CNPs not yet handled
     last_cnp: np.ndarray  # float64[F] CNPs handled in the last step (for probes)
+    tot_ce: np.ndarray  # float64[F] cumulative CE-marked packets delivered (expected count; the packet mirror)
+    tot_cnp: np.ndarray  # float64[F] cumulative CNPs the receiver sent for the flow (the packet mirror)
     qlen: np.ndarray  # float64[8, P] egress queue bytes
     occ: np.ndarray  # float64[8, P] ingress priority-group bytes (switch ingress ports)
     pend_in: np.ndarray  # float64[8, P] bytes in flight towards an ingress on delayed edges
@@ -673,6 +675,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     cnp_credit = st.cnp_credit
     hand_credit = st.hand_credit
     last_cnp = st.last_cnp
+    tot_ce = st.tot_ce
+    tot_cnp = st.tot_cnp
     qlen = st.qlen
     occ = st.occ
     pend_in = st.pend_in
@@ -1033,11 +1037,13 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                     if marked > 0.0:
                         # notification point: at most one CNP per QP per interval
                         pc[dst, C_ECN_ROCE] += marked
+                        tot_ce[f] += marked
                         cnp_credit[f] += cnp_window * (1.0 - math.exp(-marked / cnp_window))
                         n = math.floor(cnp_credit[f])
                         cnp_credit[f] -= n
                         if n > 0:
                             pc[dst, C_CNP_SENT] += n
+                            tot_cnp[f] += n
                             src = path[f, 0]
                             keep = n * (1.0 - cnp_loss[src])
                             hand_credit[f] += keep

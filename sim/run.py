@@ -2,7 +2,8 @@
 
 `run_scenario` builds the fabric (`rocescope.sim.incidents.build_world`), publishes the `links`,
 `endpoints` and `incidents` (ground truth) streams once, then runs the engine and publishes one
-`counters` Batch (every device, keyed `sim`) per poll, through `rocescope.pipeline.runner.publishing`:
+`counters` Batch (every device, keyed `sim`) per poll, and the packet mirror's sampled `packets`
+(`rocescope.sim.mirror`) of the poll, through `rocescope.pipeline.runner.publishing`:
 Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
 (start = now - duration): its data is fresh and inside the store's retention.
 
@@ -31,10 +32,12 @@ from rocescope.pipeline.transport import Producer
 from rocescope.sim.engine import Engine
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import FAR_FUTURE, endpoints_arrow
+from rocescope.sim.mirror import PacketMirror, Sampled
 from rocescope.sim.scenario import Scenario, load_scenario
 
 SOURCE = "sim"
 SnapshotCallback = Callable[[dt.datetime, pa.Table], None]
+PacketsCallback = Callable[[dt.datetime, Sampled, PacketMirror], None]
 
 
 @dataclass(frozen=True)
@@ -153,11 +156,19 @@ def _progress(enabled: bool, total: float, label: str) -> Any:
 
 
 def simulate(
-    world: World, on_snapshot: SnapshotCallback | None = None, progress: bool = False, snapshots: bool = True
+    world: World,
+    on_snapshot: SnapshotCallback | None = None,
+    progress: bool = False,
+    snapshots: bool = True,
+    on_packets: PacketsCallback | None = None,
 ) -> tuple[float, int]:
     """Run the world's engine to its duration, a counters snapshot per poll (dropped unless a callback
-    takes it). Returns (wall seconds, polls)."""
+    takes it) and, with `on_packets`, the packet mirror's sample of the poll (when the scenario's mirror
+    is enabled). Returns (wall seconds, polls)."""
     eng, poll = world.engine, world.scenario.poll_interval_s
+    mirror = PacketMirror(eng, world.scenario.mirror, world.scenario.seed) if on_packets is not None else None
+    if mirror is not None and not world.scenario.mirror.enabled:
+        mirror = None
     polls = 0
     with _progress(progress, world.duration_s, world.scenario.name) as bar:
         task = bar.add_task(world.scenario.name, total=world.duration_s) if bar is not None else None
@@ -169,6 +180,8 @@ def simulate(
                 table = engine.snapshot(ts)
                 if on_snapshot is not None:
                     on_snapshot(ts, table)
+            if mirror is not None and on_packets is not None:
+                on_packets(ts, mirror.sample(), mirror)
             if bar is not None:
                 bar.update(task, completed=min(engine.now, world.duration_s))
 
@@ -209,13 +222,17 @@ def run_scenario(
     with publishing(settings) as (producer, _metrics):
         for stream, table in static_tables(world).items():
             _publish(producer, stream, table, SOURCE, rows)
-        for stream in ("links", "endpoints", "incidents", "counters"):
+        for stream in ("links", "endpoints", "incidents", "counters", "packets"):
             rows.setdefault(stream, 0)
 
         def land(_ts: dt.datetime, table: pa.Table) -> None:
             _publish(producer, "counters", table, SOURCE, rows)
 
-        _, polls = simulate(world, land, progress)
+        def land_packets(_ts: dt.datetime, sampled: Sampled, mirror: PacketMirror) -> None:
+            if sampled.size:
+                _publish(producer, "packets", mirror.table(sampled), SOURCE, rows)
+
+        _, polls = simulate(world, land, progress, on_packets=land_packets)
     wall = time.perf_counter() - t0
     return summarize(world, duration, wall, polls, rows, out_dir)
 

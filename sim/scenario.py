@@ -29,7 +29,7 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 
 from rocescope.errors import SimError
 from rocescope.sim.ecmp import HashFunction, HashingMode
-from rocescope.sim.jobs import MiB, Placement
+from rocescope.sim.jobs import Collective, MiB, Placement
 from rocescope.sim.params import EngineParams
 from rocescope.sim.topology import FabricSpec
 
@@ -84,6 +84,8 @@ class JobModel(_Model):
     qps_per_connection: int = Field(1, ge=1)
     cross_rail_flows: int = Field(0, ge=0)
     cross_rail_mib: float = Field(8, ge=0)
+    #: All-reduce per rail: NCCL's ring or double binary tree.
+    collective: Collective = "ring"
 
 
 class _Incident(_Model):
@@ -209,6 +211,27 @@ INCIDENT_KINDS: tuple[str, ...] = (
 )
 
 
+class Mirror(_Model):
+    """The packet mirror (`rocescope.sim.mirror`): how RoCEv2 packets of the flows are sampled. Off unless
+    a scenario turns it on (`mirror: {enabled: true}`), so runs without it land no `packets`."""
+
+    enabled: bool = False
+    #: 1 in N data packets (and ACKs) is sampled, as sFlow or a sampled mirror session does.
+    sampling_rate: int = Field(1_000_000, ge=1)
+    #: Every CNP is kept up to this many per second of fabric time (fabric-wide); above it, a uniform sample.
+    cnp_cap_per_s: int = Field(200, ge=0)
+    #: The receiver acknowledges every this many data packets (RC ACK coalescing).
+    ack_every: int = Field(16, ge=1)
+    #: DSCP of the lossless class (data and ACKs) and of CNPs (ConnectX default: 48).
+    dscp: int = Field(26, ge=0, le=63)
+    cnp_dscp: int = Field(48, ge=0, le=63)
+    #: Packets per RDMA WRITE message (NCCL writes 512 KiB chunks: 128 packets at 4096 MTU).
+    message_packets: int = Field(128, ge=1)
+    #: pcap files (serve mode): bytes kept per frame (0 = whole frames, ICRC included), and rotation.
+    snaplen: int = Field(0, ge=0)
+    rotate_s: float = Field(60.0, gt=0)
+
+
 class Scenario(_Model):
     """One reproducible run: everything follows from these values and the seed."""
 
@@ -227,6 +250,7 @@ class Scenario(_Model):
     params: dict[str, Any] = Field(default_factory=dict)
     jobs: list[JobModel] = Field(min_length=1)
     incidents: list[IncidentModel] = Field(default_factory=list)
+    mirror: Mirror = Mirror()
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:

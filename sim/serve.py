@@ -8,7 +8,11 @@ every facade through a `FabricClock`:
 * an SNMP v2c agent per switch (`sim.facades.snmp`: IF-MIB ifTable/ifXTable, ifHighSpeed, PFC MIBs);
 * a host-view directory per host (`write_host_view` lays it out once; each tick rewrites only the
   value files: `ethtool -S` text, RDMA `hw_counters/` and `counters/`, link state when it changes);
-* LLDP (`lldpcli -f json` per device) and the pod list, static for a run.
+* LLDP (`lldpcli -f json` per device) and the pod list, static for a run;
+* a mirror port (`sim.mirror.MirrorFiles`): the packet mirror's sampled RoCEv2 packets as rotating
+  classic pcap files in `<root>/mirror/` (with `out_dir`: `out_dir/served/mirror/`), for
+  `rocescope collect pcap FILES --capture-point ... --sampling-rate N` or `rocescope import --kind pcap`.
+  The collectors of the lockstep run do not read them (the fast path lands the same rows directly).
 
 `serve_scenario` runs a scenario through them. Lockstep (`speed=None`, the demo): the engine advances
 one poll, publishes it, and waits at the clock's barrier until every gNMI stream has sent that tick
@@ -67,6 +71,7 @@ from rocescope.sim.facades.lldp import lldp_neighbors_json
 from rocescope.sim.facades.pods import pod_list_json
 from rocescope.sim.facades.snmp import SnmpAgentFacade, SnmpServer
 from rocescope.sim.incidents import World, build_world
+from rocescope.sim.mirror import MirrorFiles, PacketMirror
 from rocescope.sim.run import SOURCE, RunSummary, _progress, _publish, static_tables, summarize
 from rocescope.sim.scenario import Scenario, load_scenario
 from rocescope.sim.topology import Topology
@@ -546,6 +551,10 @@ class ServeStats:
     seconds: dict[str, float] = field(default_factory=dict)
     root: Path | None = None
     targets: dict[str, Path] = field(default_factory=dict)
+    #: the packet mirror's rotating pcap files (`root/mirror`), and the packets they hold
+    mirror_dir: Path | None = None
+    mirror_files: list[Path] = field(default_factory=list)
+    mirror_packets: int = 0
 
 
 def serve_scenario(
@@ -668,6 +677,10 @@ def _drive(
             for b in speeds.poll(server.clock.ts):
                 producer.publish(b)
             stats.snmp_polls += 1
+    pcaps = None
+    if world.scenario.mirror.enabled:
+        pcaps = MirrorFiles(PacketMirror(eng, world.scenario.mirror, world.scenario.seed), server.root / "mirror")
+        stats.mirror_dir = pcaps.directory
     polls = 0
     next_snmp = snmp_every_s or 0.0
     wall0 = time.monotonic()
@@ -697,6 +710,9 @@ def _drive(
                 t, secs["snapshot"] = clock(), secs.get("snapshot", 0.0) + clock() - t
                 server.publish(ts, table)
                 t, secs["publish"] = clock(), secs.get("publish", 0.0) + clock() - t
+                if pcaps is not None:
+                    pcaps.add(pcaps.mirror.sample(), ts)
+                    t, secs["mirror"] = clock(), secs.get("mirror", 0.0) + clock() - t
                 polls += 1
                 if nics is not None:
                     nics.poll(ts)
@@ -709,6 +725,9 @@ def _drive(
                 if bar is not None:
                     bar.update(task, completed=min(eng.now, world.duration_s))
         server.clock.barrier(60.0)
+        if pcaps is not None:
+            pcaps.flush()
+            stats.mirror_files, stats.mirror_packets = list(pcaps.files), pcaps.packets
         if nics is not None and producer is not None:
             batches = nics.collect()
             for b in batches:
