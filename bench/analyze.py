@@ -24,6 +24,7 @@ from typing import Any
 from rocescope.analysis.frames import Window
 from rocescope.analysis.run import analyze
 from rocescope.config import Settings, StoreConfig
+from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore
 from rocescope.sim.run import run_scenario
 from rocescope.sim.scenario import Scenario, load_scenario
@@ -37,6 +38,8 @@ def big_fabric(seconds: float) -> Scenario:
         {"kind": "pfc_storm", "start": at[1], "end": at[1] + 30, "device": "gpu-010", "port": "eth1"},
         {"kind": "microburst", "start": at[2], "end": at[2] + 60, "receiver": "gpu-064", "rail": 2, "senders": 6},
         {"kind": "link_flap", "start": at[3], "end": at[3] + 60, "device": "leaf-r3-01", "port": "Ethernet128"},
+        # CNPs are lost only where there are CNPs: gpu-001 sends into a second incast at gpu-128 meanwhile
+        {"kind": "incast", "start": at[4], "end": at[4] + 60, "receiver": "gpu-128", "senders": 8, "job": "ckpt2"},
         {"kind": "cnp_loss", "start": at[4], "end": at[4] + 60, "host": "gpu-001", "rail": 0},
     ]
     return Scenario.model_validate(
@@ -90,6 +93,8 @@ def main() -> None:
                 landed.write_text(json.dumps(summary.as_dict()))
         window = Window(start, end + dt.timedelta(seconds=1))
         with ChdbStore(path, f"bench_{label}") as store:
+            for action in migrate(store):  # a store kept by an earlier version is brought up to date
+                print(action)
             store.command("OPTIMIZE TABLE counters FINAL")  # a settled table, as an hour-old window is
             t = time.perf_counter()
             scan = store.query_arrow(

@@ -59,9 +59,12 @@ SERIES_LAGS = """lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w A
         row_number() OVER w AS n"""
 SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
 
-#: The previous sample is out of line with its two neighbours, which are in order themselves: a counter
-#: read once as 0 or as garbage. It is stepped over, not taken for a reset or a wrap.
-_STEPPED_OVER = "(n > 2 AND value >= before_value AND (prev_value < before_value OR prev_value > value))"
+#: The previous sample is out of line with its two neighbours, which are in order themselves, by more
+#: than the counter moved around it: a counter read once as 0 or as garbage. It is stepped over, not
+#: taken for a reset or a wrap (a reset counting past its old value in one interval stays a reset).
+_STEPPED_OVER = """(n > 2 AND value >= before_value AND (
+            (prev_value < before_value AND value - before_value <= before_value - prev_value)
+            OR (prev_value > value AND value - before_value <= prev_value - value)))"""
 
 
 def counter_delta_sql() -> str:

@@ -42,10 +42,10 @@ Evidence carries per group max/mean, coefficient of variation and Jain's fairnes
 Allocation in Shared Computer Systems", DEC-TR-301, 1984: J = (sum x)^2 / (n sum x^2), 1 when even,
 1/n when one member takes all), the spine's position shares outside the incident when the window has
 some (the un-polarized reference), the leaf uplink groups' imbalance per `bucket_s` bucket (the first
-tier), and, when sampled packets are stored (`packets`, optional: the simulator writes none), the flow
-entropy per leaf uplink group: distinct (src, dst, UDP source port) flows and the Shannon entropy of
-their packet shares. Few flows per uplink is low entropy, the reason ECMP cannot spread whatever
-the hashing; it is reported, never a finding by itself.
+tier), and, when sampled packets are stored (`packets`, optional: the simulator writes them where a
+scenario turns its mirror on), the flow entropy per leaf uplink group: distinct (src, dst, UDP source
+port) flows and the Shannon entropy of their packet shares. Few flows per uplink is low entropy, the
+reason ECMP cannot spread whatever the hashing; it is reported, never a finding by itself.
 """
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ def test_one_finding_per_incident_with_the_hot_spine_links_and_the_jobs(land: Ca
     assert all(max(s["position_share"]) > 0.99 and s["jain_positions"] < 0.51 for s in spines)
     # before the incident the same spines spread (the un-polarized reference in the window)
     assert all(max(s["reference_position_share"]) < 0.75 for s in spines)
-    assert "flow_entropy" not in f.evidence  # the simulator writes no packets
+    assert "flow_entropy" not in f.evidence  # this scenario runs without a packet mirror
     assert score(run.truths, result.findings, 1.0)["polarization"].recall == 1.0
 
 
