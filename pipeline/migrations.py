@@ -59,12 +59,16 @@ SERIES_LAGS = """lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w A
         row_number() OVER w AS n"""
 SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
 
-#: The previous sample is out of line with its two neighbours, which are in order themselves, by more
-#: than the counter moved around it: a counter read once as 0 or as garbage. It is stepped over, not
-#: taken for a reset or a wrap (a reset counting past its old value in one interval stays a reset).
-_STEPPED_OVER = """(n > 2 AND value >= before_value AND (
+
+def _stepped_over_sql() -> str:
+    """The previous sample is out of line with its two neighbours, which are in order themselves: a counter
+    read once as 0 (it dipped by more than the counter then moved: a reset counting past its old value within
+    one interval stays a reset) or as garbage (it rose implausibly fast, `max_rate_sql`, and came back). It
+    is stepped over, not taken for a reset or a wrap."""
+    spike_s = "dateDiff('nanosecond', before_ts, prev_ts) / 1e9"
+    return f"""(n > 2 AND value >= before_value AND (
             (prev_value < before_value AND value - before_value <= before_value - prev_value)
-            OR (prev_value > value AND value - before_value <= prev_value - value)))"""
+            OR (prev_value > value AND prev_value - before_value > {spike_s} * {max_rate_sql()})))"""
 
 
 def counter_delta_sql() -> str:
@@ -78,7 +82,7 @@ def counter_delta_sql() -> str:
     """
     w32, w64 = _WRAP32, _WRAP64
     return f"""multiIf(
-        {_STEPPED_OVER}, value - before_value,
+        {_stepped_over_sql()}, value - before_value,
         value >= prev_value, value - prev_value,
         prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4}, value + {w32} - prev_value,
         prev_value >= {w64 // 2}, value + {w64} - prev_value,
@@ -88,7 +92,7 @@ def counter_delta_sql() -> str:
 
 def delta_seconds_sql() -> str:
     """The seconds `counter_delta_sql`'s increase spans (two intervals where a glitch was stepped over)."""
-    return f"dateDiff('nanosecond', if({_STEPPED_OVER}, before_ts, prev_ts), ts) / 1e9"
+    return f"dateDiff('nanosecond', if({_stepped_over_sql()}, before_ts, prev_ts), ts) / 1e9"
 
 
 def max_rate_sql(metric: str = "metric") -> str:

@@ -6,9 +6,11 @@ Apache Kafka; nothing in rocescope depends on Tansu beyond this helper.
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
+from collections.abc import Mapping
 from pathlib import Path
 
 from rocescope.config import KafkaConfig
@@ -30,11 +32,20 @@ def tansu_binary() -> str:
 
 
 class Broker:
-    """Tansu (Kafka protocol) on a loopback port; memory storage unless told otherwise."""
+    """Tansu (Kafka protocol) on a loopback port; memory storage unless told otherwise.
 
-    def __init__(self, log_dir: Path, storage: str = "memory://tansu/", port: int | None = None):
+    `env` adds to the broker's environment, e.g. the AWS_* settings of an `s3://` storage engine."""
+
+    def __init__(
+        self,
+        log_dir: Path,
+        storage: str = "memory://tansu/",
+        port: int | None = None,
+        env: Mapping[str, str] | None = None,
+    ):
         self.port = port or free_port()
         self.storage = storage
+        self.env = dict(env or {})
         self.log_path = log_dir / f"tansu-{self.port}.log"
         self.proc: subprocess.Popen[bytes] | None = None
 
@@ -58,6 +69,7 @@ class Broker:
                 ],
                 stdout=log,
                 stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
             )
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
@@ -76,6 +88,13 @@ class Broker:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+            self.proc = None
+
+    def kill(self) -> None:
+        """SIGKILL, no shutdown: what a crash or an OOM kill does (fault tests)."""
+        if self.proc is not None:
+            self.proc.kill()
+            self.proc.wait()
             self.proc = None
 
     def kafka_config(self, **overrides: object) -> KafkaConfig:

@@ -650,7 +650,9 @@ def test_cli_collect_ebpf_lands_counters(tmp_path: Path) -> None:
     sender = threading.Thread(target=drops, daemon=True)
     sender.start()
     try:
-        result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "ebpf", "--seconds", "1.6", "--allow-privileged"])
+        result = CliRunner().invoke(
+            app, ["--config", str(cfg), "collect", "ebpf", "--seconds", "1.6", "--allow-privileged"]
+        )
     finally:
         done.set()
         sender.join()
