@@ -28,7 +28,7 @@ DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 #: environment), ~1.2 ms per CLI parse and ~60 ms per CliRunner run (typer rebuilds the click app), so
 #: these targets run fewer than 10,000 inputs by default to keep the suite near 60 s of CI;
 #: ROCESCOPE_FUZZ_SCALE=4 takes each past 10,000 (the CliRunner runs excepted).
-CONFIG_INPUTS, TARGETS_INPUTS, CLI_PARSES, CLI_RUNS = 2_500, 1_000, 4_000, 50
+CONFIG_INPUTS, TARGETS_INPUTS, CLI_PARSES, CLI_RUNS = 10_000, 10_000, 10_000, 50
 
 
 def _configs() -> list[bytes]:
