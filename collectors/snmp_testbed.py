@@ -23,6 +23,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -406,3 +407,36 @@ def synthetic_snmprec(
                 add(f"1.3.111.2.802.1.1.21.1.1.1.{col}.{idx}", 65, base + 100 + col)
     lines.sort()
     return "".join(text + "\n" for _, text in lines)
+
+
+class GarbageAgent:
+    """A UDP socket on loopback that answers every datagram with junk: truncated BER, half the request, a
+    mangled copy, the request itself. A real socket, a broken 'agent' (tests of collectors that must survive it)."""
+
+    def __init__(self, host: str = "127.0.0.1") -> None:
+        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self.sock.bind((host, 0))
+        self.sock.settimeout(0.1)
+        self.port = int(self.sock.getsockname()[1])
+        self.answered = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._serve, name="garbage-snmp-agent", daemon=True)
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                data, peer = self.sock.recvfrom(65535)
+            except TimeoutError:
+                continue
+            for junk in (b"\x30\x03\x02\x01", data[: len(data) // 2], bytes(b ^ 0x5A for b in data), data):
+                self.sock.sendto(junk, peer)
+            self.answered += 1
+
+    def __enter__(self) -> GarbageAgent:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(5)
+        self.sock.close()

@@ -47,6 +47,8 @@ from rocescope.sim.params import EngineParams
 from rocescope.sim.roce import QpAllocator, udp_sport
 from rocescope.sim.topology import FabricSpec, Topology
 
+from certs import make_pki
+
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "realdata" / "04_gnmi_sonic"
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
 TS = 1_740_830_400_000_000_000
@@ -436,45 +438,11 @@ def test_get_and_capabilities(facade: GnmiFacade, served: pl.DataFrame) -> None:
     assert doc == {raw: str(int(v)) for raw, v in want.select("raw_name", "value").iter_rows()}
 
 
-def self_signed(tmp_path: Path) -> tuple[Path, bytes, bytes]:
-    import ipaddress
-
-    from cryptography import x509
-    from cryptography.hazmat.primitives import hashes, serialization
-    from cryptography.hazmat.primitives.asymmetric import ec
-    from cryptography.x509.oid import NameOID
-
-    key = ec.generate_private_key(ec.SECP256R1())
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "gnmi-sim")])
-    now = dt.datetime.now(dt.UTC)
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(now - dt.timedelta(minutes=5))
-        .not_valid_after(now + dt.timedelta(days=1))
-        .add_extension(
-            x509.SubjectAlternativeName([x509.DNSName("localhost"), x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
-            critical=False,
-        )
-        .add_extension(x509.BasicConstraints(ca=True, path_length=None), critical=True)
-        .sign(key, hashes.SHA256())
-    )
-    cert_pem = cert.public_bytes(serialization.Encoding.PEM)
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    ca = tmp_path / "ca.pem"
-    ca.write_bytes(cert_pem)
-    return ca, cert_pem, key_pem
-
-
 def test_tls_and_credentials(engine: Engine, served: pl.DataFrame, tmp_path: Path) -> None:
     """TLS with the target's CA and username/password metadata; wrong credentials are refused and the
     collector's health says so; a plaintext client cannot talk to a TLS target."""
-    ca, cert, key = self_signed(tmp_path)
+    pki = make_pki(tmp_path / "pki")
+    ca, cert, key = pki.ca, pki.cert.read_bytes(), pki.key.read_bytes()
     with GnmiFacade(engine_source(engine, SWITCH), tls=(cert, key), username="admin", password="s3cret") as f:
         good = GnmiTarget(
             "a", f.address, vendor="sonic", tls=True, ca_cert=str(ca), username="admin", password="s3cret"

@@ -18,7 +18,6 @@ import json
 import os
 import select
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -39,7 +38,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from rocescope.collectors.gnmi import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
 from rocescope.collectors.gnmi_proto import pb
 from rocescope.collectors.snmp import SnmpCollector, SnmpDevice, V2c
-from rocescope.collectors.snmp_testbed import Snmpd, snmpd_path
+from rocescope.collectors.snmp_testbed import GarbageAgent, Snmpd, snmpd_path
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.transport import InProcessBus
@@ -180,38 +179,6 @@ class JunkGnmiTarget:
     def __exit__(self, *exc: object) -> None:
         self._stop.set()
         self.server.stop(None).wait()
-
-
-class JunkUdpAgent:
-    """A UDP socket answering every SNMP request with junk: truncated BER, half the request, a mangled copy."""
-
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.1)
-        self.port = int(self.sock.getsockname()[1])
-        self.answered = 0
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name="junk-snmp", daemon=True)
-
-    def _serve(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data, peer = self.sock.recvfrom(65535)
-            except TimeoutError:
-                continue
-            for junk in (b"\x30\x03\x02\x01", data[: len(data) // 2], bytes(b ^ 0x5A for b in data)):
-                self.sock.sendto(junk, peer)
-            self.answered += 1
-
-    def __enter__(self) -> JunkUdpAgent:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._stop.set()
-        self._thread.join(5)
-        self.sock.close()
 
 
 # --- what the test watches -------------------------------------------------------------------------------
@@ -379,7 +346,7 @@ def test_dead_and_flapping_targets(tmp_path: Path, snmpds: tuple[Snmpd, Snmpd]) 
     flappy = GnmiTargetProcess(table_file, tmp_path / "gnmi-flappy.log").spawn().serve()
     stop_gnmi, stop_snmp = threading.Event(), threading.Event()
     try:
-        with GnmiFacade(lambda: table) as steady, JunkGnmiTarget() as junk_gnmi, JunkUdpAgent() as junk_udp:
+        with GnmiFacade(lambda: table) as steady, JunkGnmiTarget() as junk_gnmi, GarbageAgent() as junk_udp:
             gnmi = GnmiCollector(
                 [
                     GnmiTarget("gnmi-steady", steady.address, vendor="sonic", paths=paths),

@@ -14,7 +14,6 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
-from certs import make_pki
 from prometheus_client import generate_latest
 from pydantic import SecretStr
 from typer.testing import CliRunner
@@ -27,6 +26,8 @@ from rocescope.errors import ConfigError, StoreError
 from rocescope.pipeline.chdb_http import ChdbHttpServer
 from rocescope.pipeline.store import ChdbStore, ClickHouseStore
 from rocescope.sim.facades.gnmi import GnmiFacade
+
+from certs import make_pki
 
 STORE_PW = "store-pw-Zq81"
 SASL_PW = "sasl-pw-Kx29"
