@@ -1,10 +1,11 @@
 """Issue 8 item 5: the ingest benchmark's target rate (500,000 values/s of 64-port switch polls) through
 Tansu into `rocescope sink` into chdb, with the RSS of every process sampled: producer, broker, sink.
 
-Default: ~20 s (CI); ROCESCOPE_FAULTS_FULL=1: 10 minutes. Memory must stay bounded (the late samples of the
-producer and sink no higher than the middle ones, plus slack) and so must the lag (values published but
-not yet inserted); afterwards every value published has landed. The broker keeps the whole stream in
-memory (Tansu's memory storage has no retention), so its RSS grows with the data and is only printed.
+Default: ~20 s at 200,000 values/s (CI); ROCESCOPE_FAULTS_FULL=1: 10 minutes at 500,000 values/s. Memory
+must stay bounded (the late samples of the producer and sink no higher than the middle ones, plus slack)
+and so must the lag (values published but not yet inserted); afterwards every value published has landed.
+The broker keeps the whole stream in memory (Tansu's memory storage has no retention), so its RSS grows
+with the data and is only printed.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from rocescope.pipeline.tansu import Broker
 
 from harness import SinkProcess, landed_rows, print_table, rss_mb, scaled, sink_config, wait_for, wait_settled
 
-RATE = 500_000  # values/s: bench/ingest.py's target
+# values/s: bench/ingest.py's target in the full run; the default (CI) run shares 2 cores between producer,
+# broker and sink with whatever else the machine runs, where 500k/s leaves no headroom to tell "bounded"
+# from "falling behind", so it runs at 200k/s
+RATE = int(scaled(200_000, 500_000))
 SECONDS = scaled(20, 600)
 EVERY = scaled(1, 15)  # seconds between samples
 PRODUCER = Path(__file__).with_name("load_producer.py")
