@@ -36,11 +36,12 @@ def _on_cluster(cluster: str) -> str:
 
 
 def plain_ddl(settings: Settings) -> list[str]:
-    """Every statement of every migration, in order: the single-node schema (MergeTree)."""
+    """Every statement of every migration a fresh schema runs, in order: the single-node schema (MergeTree)."""
     db, cfg = settings.store.database, settings.store
     statements = [schema.ddl("schema_migrations", 0, db)]
     for mig in MIGRATIONS:
-        statements += mig.statements(db, cfg.ttl_days, cfg.rollup_ttl_days)
+        if mig.fresh:
+            statements += mig.statements(db, cfg.ttl_days, cfg.rollup_ttl_days)
     return statements
 
 
@@ -127,7 +128,7 @@ def replicated_ddl(settings: Settings, cluster: str) -> list[str]:
             f"CREATE TABLE IF NOT EXISTS {_name(db, spec.name)}{on} AS {_name(db, _local(spec.name))}\n"
             f"ENGINE = Distributed(`{cluster}`, `{db}`, `{_local(spec.name)}`, {key})"
         )
-    for mig in MIGRATIONS:
+    for mig in (m for m in MIGRATIONS if m.fresh):
         for sql in mig.statements(db, cfg.ttl_days, cfg.rollup_ttl_days):
             if sql.startswith(("CREATE TABLE", "ALTER TABLE")):
                 continue  # above: the tables are made from the current schema, with every column it has

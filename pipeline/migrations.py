@@ -34,6 +34,9 @@ class Migration:
     version: int
     name: str
     statements: Callable[[str, int, int], list[str]]  # (database, ttl_days, rollup_ttl_days) -> SQL
+    #: False for a migration that only rebuilds existing tables into what the schema now creates anyway:
+    #: DDL for a fresh server (`rocescope clickhouse ddl`) leaves it out
+    fresh: bool = True
 
 
 def _stream_tables(db: str, ttl: int, _rollup_ttl: int) -> list[str]:
@@ -200,7 +203,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(5, "sink intents", _sink_state),
     Migration(6, "incidents (ground truth)", _incidents),
     Migration(7, "qp_owners dest_gid and udp_sport", _qp_owner_paths),
-    Migration(8, "counters sorted metric first", _resort_counters),
+    Migration(8, "counters sorted metric first", _resort_counters, fresh=False),
 )
 
 

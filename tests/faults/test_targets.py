@@ -16,7 +16,7 @@ from __future__ import annotations
 import itertools
 import json
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -124,7 +124,9 @@ class GnmiTargetProcess:
 
     def _line(self, timeout_s: float = 60.0) -> str:
         assert self.proc is not None and self.proc.stdout is not None
-        ready, _, _ = select.select([self.proc.stdout], [], [], timeout_s)
+        with selectors.DefaultSelector() as waiting:  # epoll: select() refuses descriptors above 1023
+            waiting.register(self.proc.stdout, selectors.EVENT_READ)
+            ready = waiting.select(timeout_s)
         line = self.proc.stdout.readline() if ready else ""
         if not line:
             self.kill()
