@@ -11,7 +11,7 @@ import fcntl
 import json
 import os
 import re
-import select
+import selectors
 import shutil
 import subprocess
 import time
@@ -47,6 +47,13 @@ needs_chromium = pytest.mark.skipif(CHROMIUM is None, reason="no chromium: scrip
 # --- a minimal DevTools-protocol client over --remote-debugging-pipe (no websocket library needed)
 
 
+def _readable(fd: int, timeout_s: float) -> bool:
+    """Wait for input with epoll: select() refuses descriptors above 1023, which a long test session reaches."""
+    with selectors.DefaultSelector() as waiting:
+        waiting.register(fd, selectors.EVENT_READ)
+        return bool(waiting.select(timeout_s))
+
+
 class Browser:
     """Headless Chromium; commands go to its fd 3, replies and events come from its fd 4, NUL-separated."""
 
@@ -75,7 +82,7 @@ class Browser:
     def _read(self, deadline: float) -> dict[str, Any]:
         while b"\0" not in self._buf:
             left = deadline - _now()
-            if left <= 0 or not select.select([self._res_r], [], [], left)[0]:
+            if left <= 0 or not _readable(self._res_r, left):
                 raise TimeoutError("chromium did not answer")
             chunk = os.read(self._res_r, 1 << 20)
             if not chunk:
