@@ -300,7 +300,7 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         """Counter increases summed per series over buckets of `bucket_s` seconds (TOTALS_SCHEMA), for
         detectors that judge shares and ratios over time rather than single samples."""
         key = ("totals", tuple(metrics), bucket_s, _t(roles), _t(priorities), _t(devices))
-        # integer bucket numbers: toStartOfInterval on DateTime64(9) costs twice as much per sample
+        # integer bucket numbers: toStartOfInterval on DateTime64(9) cost about twice as much per sample here
         sql = f"""
 SELECT fromUnixTimestamp64Milli(bucket_no * {{bucket_ms:UInt64}}, 'UTC') AS bucket,
     toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,

@@ -44,6 +44,7 @@ import pyarrow as pa
 
 from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
+from rocescope.config import read_yaml
 from rocescope.errors import ConfigError, DecodeError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.transport import Producer
@@ -97,7 +98,7 @@ class Inventory:
         import yaml
 
         try:
-            raw = yaml.safe_load(path.read_text())
+            raw = read_yaml(path.read_text())
         except (OSError, yaml.YAMLError, RecursionError) as exc:
             raise ConfigError(f"inventory {path}: {exc}") from exc
         if not isinstance(raw, dict) or not isinstance(raw.get("hosts", {}), dict):
@@ -146,7 +147,7 @@ def rdma_plugin_resources(text: str) -> dict[str, tuple[str, ...]]:
     import yaml
 
     try:
-        doc = yaml.safe_load(text)
+        doc = read_yaml(text)
         if isinstance(doc, dict) and isinstance(doc.get("data"), dict):
             doc = json.loads(doc["data"].get("config.json", "{}"))
     except (ValueError, yaml.YAMLError, RecursionError) as exc:
@@ -423,7 +424,7 @@ class KubeApi:
         import yaml
 
         try:
-            cfg = yaml.safe_load(path.read_text())
+            cfg = read_yaml(path.read_text())
             ctx_name = context or cfg["current-context"]
             ctx = next(c["context"] for c in cfg["contexts"] if c["name"] == ctx_name)
             cluster = next(c["cluster"] for c in cfg["clusters"] if c["name"] == ctx["cluster"])
@@ -521,7 +522,7 @@ class StaticJobs:
         import yaml
 
         try:
-            raw = yaml.safe_load(self.path.read_text())
+            raw = read_yaml(self.path.read_text())
         except (OSError, yaml.YAMLError, RecursionError) as exc:
             raise ConfigError(f"static jobs {self.path}: {exc}") from exc
         jobs = raw.get("jobs") if isinstance(raw, dict) else None

@@ -37,6 +37,7 @@ from rocescope.collectors.gnmi import GnmiTarget, parse_path, path_elems
 from rocescope.collectors.gnmi_proto import pb
 from rocescope.collectors.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
+from rocescope.config import read_yaml
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.transport import Producer
@@ -491,7 +492,7 @@ def load_hosts(path: Path) -> list[HostLldp]:
     from rocescope.errors import ConfigError
 
     try:
-        raw = yaml.safe_load(path.read_text())
+        raw = read_yaml(path.read_text())
     except (OSError, yaml.YAMLError, RecursionError) as exc:
         raise ConfigError(f"LLDP targets {path}: {exc}") from exc
     entries = raw.get("hosts", []) if isinstance(raw, dict) else None

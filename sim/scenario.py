@@ -27,6 +27,7 @@ from typing import Annotated, Any, Literal
 import yaml
 from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError, model_validator
 
+from rocescope.config import read_yaml
 from rocescope.errors import SimError
 from rocescope.sim.ecmp import HashFunction, HashingMode
 from rocescope.sim.jobs import Collective, MiB, Placement
@@ -323,7 +324,7 @@ def load_scenario(scenario: str | Path) -> Scenario:
     """A shipped scenario by name (`incast`), or a YAML file by path; validated."""
     text, where = scenario_text(scenario)
     try:
-        data = yaml.safe_load(text)
+        data = read_yaml(text)
     except yaml.YAMLError as exc:
         raise ScenarioError(f"scenario {where} is not valid YAML: {exc}") from None
     return parse_scenario(data, where)
