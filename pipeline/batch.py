@@ -7,6 +7,7 @@ so a message from a stale or foreign producer is refused with a reason instead o
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,7 @@ from rocescope.errors import DecodeError, SchemaError
 
 HEADER_SCHEMA_VERSION = "rocescope-schema-version"
 HEADER_STREAM = "rocescope-stream"
+HEADER_MESSAGE_ID = "rocescope-id"
 
 
 @dataclass(frozen=True)
@@ -96,7 +98,17 @@ def decode(stream: str, payload: bytes, key: str = "") -> Batch:
 
 
 def headers() -> list[tuple[str, bytes]]:
-    return [(HEADER_SCHEMA_VERSION, str(schema.SCHEMA_VERSION).encode())]
+    """The schema version, and an id unique to this message: a producer's retry that the broker logs
+    twice carries the same id, and the sink takes it once (brokers without working idempotence)."""
+    return [(HEADER_SCHEMA_VERSION, str(schema.SCHEMA_VERSION).encode()), (HEADER_MESSAGE_ID, uuid.uuid4().bytes)]
+
+
+def message_id(hdrs: Sequence[tuple[str, bytes]]) -> str | None:
+    """The producer-given id of a message (hex), None for a message from a producer that gives none."""
+    for name, value in hdrs:
+        if name == HEADER_MESSAGE_ID and value:
+            return value.hex()
+    return None
 
 
 def concat(stream: str, batches: Sequence[pa.RecordBatch]) -> pa.Table:

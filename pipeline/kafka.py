@@ -111,6 +111,7 @@ class KafkaBatchProducer:
             self._producer = KafkaProducer(
                 **client_options(cfg),
                 acks="all",
+                enable_idempotence=cfg.idempotence,
                 compression_type=None if cfg.compression == "none" else cfg.compression,
                 linger_ms=cfg.linger_ms,
                 batch_size=cfg.batch_size,

@@ -40,6 +40,12 @@ class SinkMetrics(SelfMetrics):
         self.dead_lettered = Counter(
             "rocescope_sink_dead_lettered", "Messages sent to the dead-letter topic.", ["reason"], registry=r
         )
+        self.duplicates = Counter(
+            "rocescope_sink_duplicates",
+            "Messages dropped because their id was already taken at another offset (a retry logged twice).",
+            ["stream"],
+            registry=r,
+        )
         self.expired_rows = Counter(
             "rocescope_sink_rows_expired", "Rows older than the retention (dropped by TTL).", ["stream"], registry=r
         )

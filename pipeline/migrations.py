@@ -55,6 +55,14 @@ def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("sink_intents", 0, db)]
 
 
+#: How long a sink remembers which message ids it took (a retry is logged again within minutes)
+SINK_MESSAGES_TTL_DAYS = 2
+
+
+def _sink_messages(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("sink_messages", SINK_MESSAGES_TTL_DAYS, db)]
+
+
 #: A counter sample with its two predecessors in its series (over the window `SERIES_WINDOW`), the inputs
 #: of `counter_delta_sql` and `delta_seconds_sql`.
 SERIES_LAGS = """lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts,
@@ -204,6 +212,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(6, "incidents (ground truth)", _incidents),
     Migration(7, "qp_owners dest_gid and udp_sport", _qp_owner_paths),
     Migration(8, "counters sorted metric first", _resort_counters, fresh=False),
+    Migration(9, "sink message ids", _sink_messages),
 )
 
 

@@ -6,9 +6,13 @@ Exactly once comes from three rules:
    in `sink_intents`; ClickHouse's `insert_deduplication_token` makes a repeated insert of the
    same range with the same token a no-op;
 3. a sink (this one after a crash, or another replica after a rebalance) that resumes at a
-   committed offset where an intent starts replays exactly that intent's range with its token.
+   committed offset where an intent starts replays exactly that intent's range with its token;
+4. a message whose producer-given id (`rocescope-id` header) was already taken at another offset is
+   a producer's retry that the broker logged twice: it is dropped and counted. The ids are recorded
+   in `sink_messages` with the intent, so the rule holds across sink restarts and rebalances.
 So a crash between insert and commit re-inserts the same rows under the same token and nothing
-lands twice, however the new poll groups the messages. This is the design of ClickHouse's own
+lands twice, however the new poll groups the messages, and a broker without working idempotence
+(or a producer with it off) cannot make a value land twice either. This is the design of ClickHouse's own
 Kafka Connect sink (state kept per topic/partition), with the state in the store itself.
 Undecodable or schema-mismatched messages go to the dead-letter topic with the reason.
 """
@@ -19,6 +23,7 @@ import datetime as dt
 import logging
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
@@ -28,7 +33,7 @@ import pyarrow.compute as pc
 from rocescope import schema
 from rocescope.config import SinkConfig
 from rocescope.errors import DecodeError, SchemaError, StoreError
-from rocescope.pipeline.batch import concat, decode
+from rocescope.pipeline.batch import concat, decode, message_id
 from rocescope.pipeline.metrics import SinkMetrics
 from rocescope.pipeline.store import Store
 from rocescope.pipeline.transport import Consumer, Message, TopicPartition, stream_of
@@ -45,11 +50,31 @@ class Intent:
 
 @dataclass
 class _Pending:
-    """What one partition has consumed but not yet committed: (offset, batch or None if dead-lettered)."""
+    """What one partition has consumed but not yet committed: (offset, batch or None if dead-lettered or a
+    duplicate, message id). Entries before `checked` went through the duplicate check."""
 
-    entries: list[tuple[int, pa.RecordBatch | None]] = field(default_factory=list)
+    entries: list[tuple[int, pa.RecordBatch | None, str | None]] = field(default_factory=list)
     rows: int = 0
     since: float = 0.0
+    checked: int = 0
+
+
+class _SeenIds:
+    """The ids of one partition's last `capacity` messages, each with the offset it was taken at."""
+
+    def __init__(self, capacity: int):
+        self.capacity = capacity
+        self.offsets: OrderedDict[str, int] = OrderedDict()
+
+    def take(self, mid: str, offset: int) -> bool:
+        """False if `mid` was already taken at another offset (a duplicate); remembers it otherwise."""
+        seen = self.offsets.get(mid)
+        if seen is not None:
+            return seen == offset
+        self.offsets[mid] = offset
+        if len(self.offsets) > self.capacity:
+            self.offsets.popitem(last=False)
+        return True
 
 
 class Sink:
@@ -68,6 +93,7 @@ class Sink:
         self.metrics = metrics or SinkMetrics()
         self._pending: dict[TopicPartition, _Pending] = {}
         self._intents: dict[TopicPartition, Intent | None] = {}
+        self._seen: dict[TopicPartition, _SeenIds] = {}
         self._last_log = time.monotonic()
 
     # --- main loop
@@ -111,11 +137,11 @@ class Sink:
             log.warning("dead-lettering %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, exc)
             self.consumer.dead_letter(msg, str(exc))
             self.metrics.dead_lettered.labels(reason).inc()
-            pending.entries.append((msg.offset, None))
+            pending.entries.append((msg.offset, None, None))
             return
         self.metrics.consumed.labels(stream).inc()
         self._check_expired(stream, batch)
-        pending.entries.append((msg.offset, batch))
+        pending.entries.append((msg.offset, batch, message_id(msg.headers)))
         pending.rows += batch.num_rows
         self.metrics.buffered_rows.inc(batch.num_rows)
 
@@ -174,6 +200,7 @@ class Sink:
         for tp, pending in self._pending.items():
             if not pending.entries:
                 continue
+            self._drop_duplicates(tp, pending)
             first = pending.entries[0][0]
             intent = self._intent(tp)
             if intent is not None and intent.first == first:
@@ -186,11 +213,12 @@ class Sink:
                 last = take[-1][0]
                 intent = Intent(first, last, f"{_group(self.consumer)}:{tp[0]}:{tp[1]}:{first}-{last}")
                 new_intents.append((tp, intent))
-            plan.append((tp, len(take), intent, [b for _, b in take if b is not None]))
+            plan.append((tp, len(take), intent, [b for _, b, _ in take if b is not None]))
         if not plan:
             return
         started = time.monotonic()
         if new_intents:
+            self._write_message_ids(new_intents)
             self._write_intents(new_intents)
         for tp, _count, intent, batches in plan:
             table = stream_of(tp[0])
@@ -204,7 +232,8 @@ class Sink:
             pending = self._pending[tp]
             done = pending.entries[:count]
             pending.entries = pending.entries[count:]
-            rows = sum(b.num_rows for _, b in done if b is not None)
+            pending.checked -= count
+            rows = sum(b.num_rows for _, b, _ in done if b is not None)
             pending.rows -= rows
             self.metrics.buffered_rows.dec(rows)
             pending.since = time.monotonic()
@@ -220,6 +249,68 @@ class Sink:
             self._intents.clear()
             self.metrics.buffered_rows.set(0)
             self.consumer.rewind()
+
+    def _drop_duplicates(self, tp: TopicPartition, pending: _Pending) -> None:
+        """Rule 4: entries whose message id was taken at another offset become dropped entries."""
+        if self.cfg.dedup_messages <= 0:
+            pending.checked = len(pending.entries)
+            return
+        seen = self._seen_ids(tp)
+        for i in range(pending.checked, len(pending.entries)):
+            offset, batch, mid = pending.entries[i]
+            if mid is None or batch is None or seen.take(mid, offset):
+                continue
+            pending.entries[i] = (offset, None, mid)
+            pending.rows -= batch.num_rows
+            self.metrics.buffered_rows.dec(batch.num_rows)
+            self.metrics.duplicates.labels(stream_of(tp[0])).inc()
+            log.warning(
+                "sink: %s[%d]@%d repeats message %s taken at offset %d (a producer retry logged twice); dropped",
+                tp[0],
+                tp[1],
+                offset,
+                mid,
+                seen.offsets[mid],
+            )
+        pending.checked = len(pending.entries)
+
+    def _seen_ids(self, tp: TopicPartition) -> _SeenIds:
+        if tp not in self._seen:
+            seen = _SeenIds(self.cfg.dedup_messages)
+            rows = self.store.query_arrow(
+                "SELECT offset, message_id FROM sink_messages FINAL "
+                "WHERE group_id = {g:String} AND topic = {t:String} AND partition = {p:Int32} "
+                "ORDER BY offset DESC LIMIT {n:UInt64}",
+                {"g": _group(self.consumer), "t": tp[0], "p": tp[1], "n": self.cfg.dedup_messages},
+            ).to_pylist()
+            for row in reversed(rows):
+                seen.take(row["message_id"], row["offset"])
+            self._seen[tp] = seen
+        return self._seen[tp]
+
+    def _write_message_ids(self, intents: Sequence[tuple[TopicPartition, Intent]]) -> None:
+        """The ids an intent covers, recorded before its insert like the intent itself."""
+        taken = [
+            (tp, offset, mid)
+            for tp, intent in intents
+            for offset, batch, mid in self._pending[tp].entries
+            if mid is not None and batch is not None and intent.first <= offset <= intent.last
+        ]
+        if not taken or self.cfg.dedup_messages <= 0:
+            return
+        self.store.insert(
+            "sink_messages",
+            pa.table(
+                {
+                    "group_id": [_group(self.consumer)] * len(taken),
+                    "topic": [tp[0] for tp, _, _ in taken],
+                    "partition": pa.array([tp[1] for tp, _, _ in taken], pa.int32()),
+                    "offset": pa.array([offset for _, offset, _ in taken], pa.int64()),
+                    "message_id": [mid for _, _, mid in taken],
+                    "written_at": pa.array([dt.datetime.now(dt.UTC)] * len(taken), pa.timestamp("ns", tz="UTC")),
+                }
+            ),
+        )
 
     def _intent(self, tp: TopicPartition) -> Intent | None:
         if tp not in self._intents:
@@ -256,6 +347,7 @@ class Sink:
             f"consumed={m.value('rocescope_sink_messages_consumed_total'):.0f} "
             f"inserted_rows={m.value('rocescope_sink_rows_inserted_total'):.0f} "
             f"dead_lettered={m.value('rocescope_sink_dead_lettered_total'):.0f} "
+            f"duplicates={m.value('rocescope_sink_duplicates_total'):.0f} "
             f"insert_errors={m.value('rocescope_sink_insert_errors_total'):.0f} "
             f"lag={m.value('rocescope_sink_lag_messages'):.0f}"
         )

@@ -60,6 +60,11 @@ class KafkaConfig(_Section):
     linger_ms: int = Field(20, ge=0)
     batch_size: int = Field(1_048_576, ge=1024)
     max_request_size: int = Field(16_777_216, ge=1024)
+    idempotence: bool = Field(
+        True,
+        description="Kafka's idempotent producer. The sink drops a message logged twice by its id either way; turn "
+        "this off for a broker whose idempotence loses data (Tansu 0.6.0 drops acknowledged batches on restart).",
+    )
     security_protocol: Literal["PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL"] = "PLAINTEXT"
     sasl_mechanism: Literal["PLAIN", "SCRAM-SHA-256", "SCRAM-SHA-512"] | None = None
     sasl_username: str | None = None
@@ -92,6 +97,12 @@ class SinkConfig(_Section):
     retry_backoff_max_s: float = Field(30.0, gt=0)
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the Prometheus endpoint.")
+    dedup_messages: int = Field(
+        100_000,
+        ge=0,
+        description="Message ids remembered per partition, to drop a message the broker logged twice "
+        "(a producer's retry); 0 turns that off.",
+    )
 
 
 class AnalysisConfig(_Section):

@@ -316,6 +316,24 @@ SINK_INTENTS = Table(
     stream=False,
 )
 
+SINK_MESSAGES = Table(
+    "sink_messages",
+    "The producer-given id of each message a sink took, by offset, written with its intent: a message "
+    "logged twice (a producer's retry the broker kept twice) is recognised after a sink restart too.",
+    (
+        _lc("group_id", "Consumer group of the sink."),
+        _lc("topic", "Kafka topic."),
+        Column("partition", "Int32", pa.int32(), "Kafka partition."),
+        Column("offset", "Int64", pa.int64(), "Offset of the message."),
+        _str("message_id", "The message's rocescope-id header, hex."),
+        _ts("written_at", "When the sink recorded it."),
+    ),
+    order_by=("group_id", "topic", "partition", "offset"),
+    engine="ReplacingMergeTree(written_at)",
+    ttl_column="written_at",
+    stream=False,
+)
+
 SCHEMA_MIGRATIONS = Table(
     "schema_migrations",
     "Which versioned migrations ran, and when.",
@@ -342,6 +360,7 @@ TABLES: Mapping[str, Table] = {
         METRIC_CATALOG,
         COUNTERS_1M,
         SINK_INTENTS,
+        SINK_MESSAGES,
         SCHEMA_MIGRATIONS,
     )
 }

@@ -6,6 +6,7 @@ from pathlib import Path
 
 from rocescope import schema
 from rocescope.config import Settings, SinkConfig, StoreConfig
+from rocescope.pipeline.batch import encode, headers
 from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
@@ -72,3 +73,24 @@ def test_embedded_runs_into_the_same_store_all_land(tmp_path: Path) -> None:
     with ChdbStore(tmp_path / "chdb") as store:
         rows = store.query_arrow("SELECT (SELECT count() FROM counters) AS c, (SELECT count() FROM links) AS l")
     assert rows.to_pylist() == [{"c": 300, "l": 21}]
+
+
+def test_a_message_logged_twice_lands_once_even_after_a_restart(store: ChdbStore) -> None:
+    bus = InProcessBus()
+    topic = schema.topic("counters")
+    repeated = [(b"leaf-0", encode(sample_batch("counters", 20, seed=i)), headers()) for i in range(3)]
+    for message in (*repeated, repeated[1], repeated[0]):  # two retries logged again, out of order
+        bus.append(topic, *message)
+    sink = Sink(bus.consumer("g", ["counters"]), store, SINK)
+    sink.run(idle_exit_s=0.3)
+    assert _count(store, "counters") == 60
+    assert sink.metrics.value("rocescope_sink_duplicates_total") == 2
+
+    bus.append(topic, *repeated[2])
+    bus.append(topic, b"leaf-1", encode(sample_batch("counters", 20, seed=9)), headers())
+    sink = Sink(bus.consumer("g", ["counters"]), store, SINK)
+    sink.run(idle_exit_s=0.3)
+    assert _count(store, "counters") == 80, "a new sink of the group knows the ids its predecessor took"
+    assert sink.metrics.value("rocescope_sink_duplicates_total") == 1
+    taken = store.query_arrow("SELECT count() AS n, uniqExact(message_id) AS ids FROM sink_messages FINAL")
+    assert taken.to_pylist() == [{"n": 4, "ids": 4}]

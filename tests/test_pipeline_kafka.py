@@ -11,7 +11,7 @@ from kafka import KafkaConsumer, TopicPartition
 
 from rocescope import schema
 from rocescope.config import KafkaConfig, SinkConfig
-from rocescope.pipeline.batch import Batch, encode
+from rocescope.pipeline.batch import Batch, encode, headers
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
@@ -198,4 +198,36 @@ def test_store_outage_keeps_offsets_and_loses_nothing(broker: Broker, store: Chd
     stop.set()
     worker.join(30)
     assert _count(store, "links") == 180
+    sink.consumer.close()
+
+
+def test_a_retry_the_broker_logged_twice_lands_once(broker: Broker, store: ChdbStore) -> None:
+    """What a producer retry does on a broker without working idempotence: the same message (same
+    `rocescope-id`) twice in the log. The sink takes it once, in one run and across a sink restart."""
+    cfg = broker.kafka_config(partitions=1, idempotence=False)
+    transport = KafkaTransport(cfg)
+    transport.ensure_topics(["counters"])
+    topic = schema.topic("counters")
+    first, second = sample_batch("counters", 10, seed=1), sample_batch("counters", 10, seed=2)
+    once = (first.key.encode(), encode(first), headers())
+    twice = (second.key.encode(), encode(second), headers())
+    producer = KafkaBatchProducer(cfg)
+    for key, value, hdrs in (once, twice, twice):
+        producer.publish_raw(topic, key, value, hdrs)
+    producer.flush(30)
+
+    sink = Sink(transport.consumer("retried", ["counters"]), store, SINK)
+    _run_until(sink, lambda: sink.metrics.value("rocescope_sink_messages_consumed_total") == 3)
+    assert _count(store, "counters") == 20
+    assert sink.metrics.value("rocescope_sink_duplicates_total") == 1
+    sink.consumer.close()
+
+    producer.publish_raw(topic, *once)  # the retry arrives after the sink restarted: known from sink_messages
+    producer.publish(sample_batch("counters", 10, seed=3))
+    producer.flush(30)
+    producer.close()
+    sink = Sink(transport.consumer("retried", ["counters"]), store, SINK)
+    _run_until(sink, lambda: sink.metrics.value("rocescope_sink_messages_consumed_total") == 2)
+    assert _count(store, "counters") == 30
+    assert sink.metrics.value("rocescope_sink_duplicates_total") == 1
     sink.consumer.close()

@@ -350,36 +350,3 @@ def end_offsets(cfg: KafkaConfig, topic: str) -> dict[int, int]:
         return {tp.partition: int(o) for tp, o in reader.end_offsets(tps).items()}
     finally:
         reader.close()
-
-
-def log_contents(cfg: KafkaConfig, topic: str, idle_ms: int = 3000) -> dict[str, dict[str, int]]:
-    """What the broker's log holds, per device, in the shape of `landed` (every message decoded)."""
-    from kafka import KafkaConsumer, TopicPartition
-
-    from rocescope.pipeline.batch import decode
-
-    reader = KafkaConsumer(
-        bootstrap_servers=cfg.bootstrap_servers,
-        consumer_timeout_ms=idle_ms,
-        max_partition_fetch_bytes=cfg.max_request_size,
-    )
-    values: dict[str, list[np.ndarray[Any, Any]]] = {}
-    try:
-        reader.assign([TopicPartition(topic, p) for p in sorted(reader.partitions_for_topic(topic) or [])])
-        reader.seek_to_beginning()
-        for record in reader:
-            batch = decode("counters", record.value, record.key.decode())
-            values.setdefault(batch.key, []).append(batch.data.column("value").to_numpy())
-    finally:
-        reader.close()
-    out = {}
-    for device, chunks in values.items():
-        v = np.concatenate(chunks).astype("int64")
-        out[device] = {
-            "n": len(v),
-            "distinct": len(np.unique(v)),
-            "lo": int(v.min()),
-            "hi": int(v.max()),
-            "total": int(v.sum()),
-        }
-    return out

@@ -1,17 +1,14 @@
 """Issue 8 item 1: the broker is killed (SIGKILL) and restarted twice while producers and the sink run.
 
 Tansu keeps its log on a loopback S3 (moto_server), so a restarted broker has the same topics, data and
-committed offsets. What rocescope owns is asserted exactly: the producer retried instead of dropping
-(kafka-python's idempotent producer, unbounded retries within delivery_timeout_ms: no failed or refused
-batch), and the store holds exactly what the broker's log holds, each value once.
+committed offsets. Asserted: the producer retried instead of dropping (no failed or refused batch), and
+every produced value is in the store exactly once (count, distinct values, min, max and sum per device).
 
-Tansu 0.6.0 itself sometimes loses batches across a restart (SIGKILL, and SIGTERM too): when the producer
-retries a batch that was in flight at the kill, the restarted broker answers DUPLICATE_SEQUENCE_NUMBER
-(kafka-python then counts it delivered, as Kafka's protocol says) yet the batch is not in its log, which
-shows an offset gap there. With idempotence off the same retries duplicate records in the log instead.
-So "every produced value is in the store" cannot hold through this broker; the test measures and prints
-that loss (`acked_lost_by_broker`), checks it is whole batches missing from the log (never rows missing
-from the sink), and asserts the issue's full criterion in every run where the broker lost nothing.
+The producer runs with Kafka's idempotence off (`kafka.idempotence: false`). Tansu 0.6.0's idempotence
+loses data across a restart: a batch in flight at the kill is retried, the restarted broker answers
+DUPLICATE_SEQUENCE_NUMBER (which a producer must take as delivered) yet never logged it. Without
+idempotence the same retries are logged twice instead, and the sink drops the second copy by its
+`rocescope-id`: the duplicates it dropped are printed (`sink_duplicates`).
 """
 
 from __future__ import annotations
@@ -22,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from rocescope import schema
 from rocescope.config import SinkConfig
 from rocescope.pipeline.kafka import KafkaTransport
 from rocescope.pipeline.migrations import migrate
@@ -35,7 +31,6 @@ from harness import (
     exactly_once_problems,
     landed,
     landed_rows,
-    log_contents,
     print_table,
     scaled,
     wait_for,
@@ -52,7 +47,7 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
     durable_broker: Broker, tmp_path: Path
 ) -> None:
     started = time.monotonic()
-    cfg = durable_broker.kafka_config(partitions=3)
+    cfg = durable_broker.kafka_config(partitions=3, idempotence=False)
     transport = KafkaTransport(cfg)
     transport.ensure_topics(["counters"])
     store = ChdbStore(tmp_path / "chdb")
@@ -76,17 +71,16 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
             durable_broker.kill()
             time.sleep(DOWN_S)
             durable_broker.start()
-            resumed = wait_for(
-                "rows landing after the restart",
-                lambda n=at_kill[1]: landed_rows(store) > n,
+            resumed = wait_for(  # everything produced until the restart landed, and more
+                "rows produced after the restart landing",
+                lambda n=producer.produced.total: landed_rows(store) > n,
                 180,
             )
             timeline.append([restart, at_kill[0], at_kill[1], f"{DOWN_S:.0f}", f"{resumed:.1f}"])
             assert worker.is_alive(), "the sink thread died"
         time.sleep(RUN_S)
         produced = producer.stop()
-        log = log_contents(cfg, schema.topic("counters"))
-        wait_settled("rows landed", lambda: landed_rows(store), sum(row["n"] for row in log.values()))
+        wait_settled("rows landed", lambda: landed_rows(store), produced.total)
         time.sleep(1)  # anything extra (a duplicate) would land now
     finally:
         producer.stop(flush_timeout=30)
@@ -94,32 +88,26 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
         worker.join(60)
         sink.consumer.close()
     got = landed(store)
-    lost = {d: n - log.get(d, {}).get("distinct", 0) for d, n in produced.rows.items()}
     print_table(
-        "broker restarts (values produced / landed at the kill; seconds down; seconds until rows landed again)",
+        "broker restarts (values produced / landed at the kill; seconds down; seconds from the restart until rows produced after it landed)",
         ["restart", "produced", "landed", "down_s", "resumed_s"],
         timeline,
     )
     print_table(
         "per device after settling",
-        ["device", "produced", "in_broker_log", "acked_lost_by_broker", "in_store", "distinct_in_store"],
-        [
-            [d, n, log.get(d, {}).get("n", 0), lost[d], got.get(d, {}).get("n", 0), got.get(d, {}).get("distinct", 0)]
-            for d, n in produced.rows.items()
-        ],
+        ["device", "produced", "in_store", "distinct_in_store"],
+        [[d, n, got.get(d, {}).get("n", 0), got.get(d, {}).get("distinct", 0)] for d, n in produced.rows.items()],
     )
+    metrics = sink.metrics
     print(
         f"produced={produced.total} batches={produced.batches} refused={produced.refused} "
         f"delivery_failures={producer.producer.failed} landed={landed_rows(store)} "
-        f"insert_errors={sink.metrics.value('rocescope_sink_insert_errors_total'):.0f} "
-        f"commit_errors={sink.metrics.value('rocescope_sink_commit_errors_total'):.0f} "
-        f"acked_lost_by_broker={sum(lost.values())} test_s={time.monotonic() - started:.1f}"
+        f"messages_consumed={metrics.value('rocescope_sink_messages_consumed_total'):.0f} "
+        f"sink_duplicates={metrics.value('rocescope_sink_duplicates_total'):.0f} "
+        f"insert_errors={metrics.value('rocescope_sink_insert_errors_total'):.0f} "
+        f"commit_errors={metrics.value('rocescope_sink_commit_errors_total'):.0f} "
+        f"test_s={time.monotonic() - started:.1f}"
     )
     store.close()
     assert producer.producer.failed == 0 and produced.refused == 0, "the producer dropped batches"
-    assert got == log, "the store does not hold exactly the broker's log"
-    assert all(row["n"] == row["distinct"] for row in log.values()), "the producer duplicated records"
-    assert all(log[d]["hi"] < n for d, n in produced.rows.items() if d in log), "values never produced"
-    assert all(n % producer.rows == 0 for n in lost.values()), "the broker lost part of a batch"
-    if not any(lost.values()):  # the issue's criterion, whenever the broker kept what it acknowledged
-        assert exactly_once_problems(produced.rows, got) == []
+    assert exactly_once_problems(produced.rows, got) == []
