@@ -19,7 +19,7 @@ import re
 
 from rocescope import schema
 from rocescope.config import Settings
-from rocescope.pipeline.migrations import MIGRATIONS
+from rocescope.pipeline.migrations import MIGRATIONS, ttl_days_of
 
 #: ZooKeeper/Keeper path of a replicated table; {shard} and {replica} are the server's macros.
 ZK_PATH = "/clickhouse/tables/{shard}/{database}/{table}"
@@ -108,10 +108,7 @@ def replicated_ddl(settings: Settings, cluster: str) -> list[str]:
     on = _on_cluster(cluster)
     out = []
     for spec in schema.TABLES.values():
-        ttl = cfg.rollup_ttl_days if spec.name == "counters_1m" else cfg.ttl_days
-        if spec.name in ("incidents", "metric_catalog", "sink_intents", "schema_migrations"):
-            ttl = 0  # as the migrations do: these tables never expire
-        local = schema.ddl(spec.name, ttl, db)
+        local = schema.ddl(spec.name, ttl_days_of(spec.name, cfg.ttl_days, cfg.rollup_ttl_days), db)
         local = local.replace(
             f"CREATE TABLE IF NOT EXISTS {_name(db, spec.name)}",
             f"CREATE TABLE IF NOT EXISTS {_name(db, _local(spec.name))}{on}",
