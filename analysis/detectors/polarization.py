@@ -23,11 +23,12 @@ Method, on the spine downlinks' `tx_bytes` per sample:
   active groups and a share `min_group_agreement` of them are individually cold at that position
   (so one heavy group cannot fake it); cold positions of a spine overlapping in time are judged
   together (with 4 links per group, 2 of them idle);
-* the agreement must be unlikely under independent hashing even at the fewest flows the groups can
-  carry (one each, missing the cold members with probability (n - cold) / n): the binomial tail of
-  that many agreeing groups is at most `max_chance`. A small fabric (few leaf groups) cannot show
-  polarization apart from chance, and is not called; the skew left is the second tier's conditioned
-  on the first;
+* the agreement must be unlikely under independent hashing (`chance_idle`): a group whose bytes sit on
+  b members hashed its flows, however many, onto a uniformly random b-set of members, which misses the
+  cold ones with probability C(n - cold, b) / C(n, b); the chance that that many groups miss one same
+  set, times the C(n, cold) sets that could have been picked after looking, is at most `max_chance`.
+  A small fabric (few leaf groups), or one flow per group on few groups, cannot show polarization
+  apart from chance, and is not called; the skew left is the second tier's conditioned on the first;
 * episodes of every spine overlapping in time are one incident, one finding: ports are the hot
   members (above their group's mean over the episode), devices the spines then the leaves behind
   the hot ports, jobs those crossing the polarized spines. Severity is critical when a hot member
@@ -175,12 +176,18 @@ def _cold_samples(data: pl.DataFrame, p: PolarizationParams, poll_s: float) -> p
     )
 
 
-def chance_idle(groups: int, agreeing: int, n: int, cold: int) -> float:
-    """Under independent hashing, the chance that at least `agreeing` of `groups` active groups leave the
-    same `cold` of their `n` members idle, at the fewest flows they can carry (one each: a flow misses
-    the cold members with probability (n - cold) / n); more flows per group only make it smaller."""
-    q = (n - cold) / n
-    return sum(math.comb(groups, k) * q**k * (1 - q) ** (groups - k) for k in range(agreeing, groups + 1))
+def chance_idle(busy: Sequence[int], agreeing: int, n: int, cold: int) -> float:
+    """Under independent hashing, the chance that at least `agreeing` of the active groups leave one same
+    set of `cold` of their `n` members idle, whichever set that is. A group whose traffic sits on `b`
+    members carries at least `b` flows; however many, hashing put them on a uniformly random b-set of
+    members, which misses a given cold set with probability C(n - cold, b) / C(n, b). The count of groups
+    missing it is Poisson-binomial; the cold set, picked after looking, costs a factor C(n, cold) (union
+    bound over the sets it could have been)."""
+    dist = [1.0]  # dist[k]: chance that k of the groups so far miss the set
+    for b in busy:
+        miss = math.comb(n - cold, b) / math.comb(n, b)
+        dist = [a * (1 - miss) + c * miss for a, c in zip([*dist, 0.0], [0.0, *dist], strict=True)]
+    return min(1.0, math.comb(n, cold) * sum(dist[agreeing:]))
 
 
 def _judge(
@@ -199,12 +206,13 @@ def _judge(
         pl.col("port"), pl.col("pos"), pl.col("delta"), pl.col("delta").sum().alias("total")
     )
     active = groups.filter(pl.col("total") > 0)
-    cold_groups, hot, leaves, detail = 0, [], [], []
+    cold_groups, hot, leaves, detail, busy = 0, [], [], [], []
     shares = [0.0] * n
     for leaf, gports, gpos, gbytes, total in active.iter_rows():
         by_pos = dict(zip(gpos, gbytes, strict=True))
         for k in range(n):
             shares[k] += by_pos.get(k, 0.0)
+        busy.append(sum(b > p.cold_share / n * total for b in gbytes))
         cold = sum(by_pos.get(k, 0.0) for k in cold_at) <= p.cold_share * len(cold_at) / n * total
         cold_groups += cold
         if cold:
@@ -215,7 +223,7 @@ def _judge(
             detail.append(
                 {"group": f"{spine}->{leaf}", "hot": group_hot, **imbalance(list(gbytes) + [0.0] * (n - len(gbytes)))}
             )
-    chance = chance_idle(active.height, cold_groups, n, len(cold_at))
+    chance = chance_idle(busy, cold_groups, n, len(cold_at))
     enough = cold_groups >= max(p.min_groups, p.min_group_agreement * active.height)
     if not enough or chance > p.max_chance:
         return None

@@ -6,10 +6,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Callable
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
-from rocescope.analysis.detectors.polarization import imbalance
+from rocescope.analysis.detectors.polarization import chance_idle, imbalance
 from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.pipeline.batch import conform
@@ -65,6 +66,37 @@ def test_other_runs_are_not_polarization(land: Callable[..., Landed]) -> None:
         with run.open() as store:
             found = analyze(store, run.window, only=POL, write=False).findings
         assert found == [], (name, [f.summary for f in found])
+
+
+@pytest.mark.parametrize(
+    ("groups", "n", "flows"), [(4, 4, (1, 1)), (8, 4, (1, 1)), (8, 2, (1, 1)), (6, 4, (1, 3)), (8, 4, (2, 2))]
+)
+def test_chance_idle_does_not_understate_chance(groups: int, n: int, flows: tuple[int, int]) -> None:
+    """Independent hashing, simulated: each group hashes its flows onto random members; the cold set is
+    picked after looking, as the detector does (positions idle in 3/4 of the groups). Calls at level a
+    must happen at most a of the time (Monte Carlo, 3 sigma). The earlier test (binomial tail, one flow
+    per group, no factor for picking the set) called 4 single-flow groups of 4 links 1.6% of the time
+    at a = 1%: the false polarization on a large, nearly idle fabric."""
+    rng = np.random.default_rng(groups * 100 + n)
+    trials, p_values = 4000, []
+    for _ in range(trials):
+        hit = np.zeros((groups, n), dtype=bool)
+        for g in range(groups):
+            hit[g, rng.integers(0, n, rng.integers(flows[0], flows[1] + 1))] = True
+        cold = [k for k in range(n) if (~hit[:, k]).mean() >= 0.75]
+        agreeing = int((~hit[:, cold]).all(axis=1).sum()) if 0 < len(cold) < n else 0
+        if agreeing >= max(4, 0.75 * groups):
+            p_values.append(chance_idle(hit.sum(axis=1).tolist(), agreeing, n, len(cold)))
+    for level in (0.01, 0.05):
+        called = sum(p <= level for p in p_values) / trials
+        assert called <= level + 3 * (level / trials) ** 0.5, (level, called)
+
+
+def test_chance_idle_values() -> None:
+    assert chance_idle([1] * 4, 4, 4, 3) == pytest.approx(4 * 0.25**4)  # one flow each, same member hot
+    assert chance_idle([2] * 8, 8, 4, 2) == pytest.approx(6 * (1 / 6) ** 8)  # two busy members per group
+    assert chance_idle([3, 1], 1, 4, 2) == pytest.approx(1.0)  # capped: a set picked after looking
+    assert chance_idle([4], 1, 4, 1) == 0.0  # every member busy: it idles none
 
 
 def test_imbalance_measures() -> None:
