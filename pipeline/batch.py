@@ -97,10 +97,12 @@ def decode(stream: str, payload: bytes, key: str = "") -> Batch:
     return Batch(stream, conform(stream, table), key)
 
 
-def headers() -> list[tuple[str, bytes]]:
+def headers(with_id: bool = True) -> list[tuple[str, bytes]]:
     """The schema version, and an id unique to this message: a producer's retry that the broker logs
-    twice carries the same id, and the sink takes it once (brokers without working idempotence)."""
-    return [(HEADER_SCHEMA_VERSION, str(schema.SCHEMA_VERSION).encode()), (HEADER_MESSAGE_ID, uuid.uuid4().bytes)]
+    twice carries the same id, and the sink takes it once (brokers without working idempotence). A
+    transport that cannot log a message twice (in-process) leaves the id out."""
+    out = [(HEADER_SCHEMA_VERSION, str(schema.SCHEMA_VERSION).encode())]
+    return [*out, (HEADER_MESSAGE_ID, uuid.uuid4().bytes)] if with_id else out
 
 
 def message_id(hdrs: Sequence[tuple[str, bytes]]) -> str | None:

@@ -45,6 +45,7 @@ def client_options(cfg: KafkaConfig) -> dict[str, Any]:
 class KafkaTransport:
     def __init__(self, cfg: KafkaConfig):
         self.cfg = cfg
+        self._probes: dict[str, KafkaConsumer] = {}
 
     def ensure_topics(self, streams: Sequence[str]) -> None:
         """Create the stream topics and the dead-letter topic where missing."""
@@ -78,10 +79,13 @@ class KafkaTransport:
     def unlanded(self, group_id: str, streams: Sequence[str]) -> int:
         """Messages on the stream topics beyond what `group_id` has committed (a sink commits only after
         its insert landed), asked of the broker directly: a consumer's own highwater can be stale."""
-        try:
-            probe = KafkaConsumer(**client_options(self.cfg), group_id=group_id, enable_auto_commit=False)
-        except KafkaError as exc:
-            raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+        probe = self._probes.get(group_id)
+        if probe is None:  # one per group, kept: a caller asks every fraction of a second while a sink drains
+            try:
+                probe = KafkaConsumer(**client_options(self.cfg), group_id=group_id, enable_auto_commit=False)
+            except KafkaError as exc:
+                raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+            self._probes[group_id] = probe
         try:
             parts = [
                 TopicPartition(topic, p)
@@ -92,8 +96,12 @@ class KafkaTransport:
             return sum(max(0, int(ends[tp]) - int(probe.committed(tp) or 0)) for tp in parts)
         except KafkaError as exc:
             raise TransportError(f"Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
-        finally:
-            probe.close()
+
+    def close(self) -> None:
+        """Close what `unlanded` kept open."""
+        for probe in self._probes.values():
+            probe.close(autocommit=False)
+        self._probes.clear()
 
     def consumer(self, group_id: str, streams: Sequence[str]) -> KafkaBatchConsumer:
         return KafkaBatchConsumer(self.cfg, group_id, [schema.topic(s, self.cfg.topic_prefix) for s in streams])

@@ -52,7 +52,10 @@ def publishing(settings: Settings) -> Iterator[tuple[Producer, SinkMetrics | Non
             finally:
                 kafka_producer.flush(60)
                 kafka_producer.close()
-                _wait(lambda: transport.unlanded(group, schema.STREAMS) == 0, worker, every_s=0.5)
+                try:
+                    _wait(lambda: transport.unlanded(group, schema.STREAMS) == 0, worker, every_s=0.5)
+                finally:
+                    transport.close()
         return
     bus = InProcessBus(settings.kafka.topic_prefix, settings.kafka.dead_letter_topic)
     # The in-process bus lives and dies with this process and numbers its offsets from 0 every time:

@@ -130,7 +130,7 @@ class InProcessProducer:
             schema.topic(batch.stream, self.bus.topic_prefix),
             batch.key.encode(),
             payload,
-            headers(),
+            headers(with_id=False),
             None if self.encode_payload else batch,
         )
 
