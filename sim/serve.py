@@ -12,7 +12,8 @@ every facade through a `FabricClock`:
 * a mirror port (`sim.mirror.MirrorFiles`): the packet mirror's sampled RoCEv2 packets as rotating
   classic pcap files in `<root>/mirror/` (with `out_dir`: `out_dir/served/mirror/`), for
   `rocescope collect pcap FILES --capture-point ... --sampling-rate N` or `rocescope import --kind pcap`.
-  The collectors of the lockstep run do not read them (the fast path lands the same rows directly).
+  With `collect`, the pcap collector reads each file as it is rotated (capture point `mirror`: a pcap
+  keeps no per-port origin, where the fast path's rows name the leaf port).
 
 `serve_scenario` runs a scenario through them. Lockstep (`speed=None`, the demo): the engine advances
 one poll, publishes it, and waits at the clock's barrier until every gNMI stream has sent that tick
@@ -58,6 +59,7 @@ from rocescope.catalog import METRICS_BY_NAME
 from rocescope.collectors.gnmi import GnmiCollector, GnmiPath, GnmiTarget
 from rocescope.collectors.nic import NicCollector
 from rocescope.collectors.nic_host import SysfsNicHost
+from rocescope.collectors.pcap import PcapCollector, PcapFile
 from rocescope.collectors.sysfs import DirSysfs
 from rocescope.config import Settings
 from rocescope.errors import NicReadError, SimError
@@ -73,7 +75,7 @@ from rocescope.sim.facades.snmp import SnmpAgentFacade, SnmpServer
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.mirror import MirrorFiles, PacketMirror
 from rocescope.sim.run import SOURCE, RunSummary, _progress, _publish, static_tables, summarize
-from rocescope.sim.scenario import Scenario, load_scenario
+from rocescope.sim.scenario import Mirror, Scenario, load_scenario
 from rocescope.sim.topology import Topology
 
 __all__ = ["FabricClock", "FabricServer", "HostViewHost", "HostViews", "serve_scenario"]
@@ -555,6 +557,8 @@ class ServeStats:
     mirror_dir: Path | None = None
     mirror_files: list[Path] = field(default_factory=list)
     mirror_packets: int = 0
+    #: RoCEv2 packets the pcap collector decoded from those files (with `collect`)
+    mirror_packets_collected: int = 0
 
 
 def serve_scenario(
@@ -711,7 +715,9 @@ def _drive(
                 server.publish(ts, table)
                 t, secs["publish"] = clock(), secs.get("publish", 0.0) + clock() - t
                 if pcaps is not None:
-                    pcaps.add(pcaps.mirror.sample(), ts)
+                    written = pcaps.add(pcaps.mirror.sample(), ts)
+                    if written is not None and producer is not None:
+                        stats.mirror_packets_collected += _collect_pcap(written, pcaps.mirror.spec, producer)
                     t, secs["mirror"] = clock(), secs.get("mirror", 0.0) + clock() - t
                 polls += 1
                 if nics is not None:
@@ -726,7 +732,9 @@ def _drive(
                     bar.update(task, completed=min(eng.now, world.duration_s))
         server.clock.barrier(60.0)
         if pcaps is not None:
-            pcaps.flush()
+            written = pcaps.flush()
+            if written is not None and producer is not None:
+                stats.mirror_packets_collected += _collect_pcap(written, pcaps.mirror.spec, producer)
             stats.mirror_files, stats.mirror_packets = list(pcaps.files), pcaps.packets
         if nics is not None and producer is not None:
             batches = nics.collect()
@@ -748,6 +756,19 @@ def _drive(
     if gnmi is not None:
         stats.gnmi_values_decoded = sum(h.values for h in gnmi.health().values())
     return polls
+
+
+def _collect_pcap(path: Path, spec: Mirror, producer: Producer) -> int:
+    """What `rocescope collect pcap FILE --capture-point mirror --sampling-rate N` does; packets decoded."""
+    collector = PcapCollector("mirror", spec.sampling_rate)
+    source = PcapFile(path)
+    try:
+        batches = list(collector.collect(source))
+    finally:
+        source.close()
+    for batch in batches:
+        producer.publish(batch)
+    return sum(b.num_rows for b in batches)
 
 
 def _drain(server: FabricServer, gnmi: GnmiCollector, timeout_s: float) -> None:

@@ -265,3 +265,17 @@ def test_serve_mode_writes_rotating_pcaps_the_pcap_collector_reads(tmp_path: Pat
     ts = table.column("ts").cast(pa.int64()).to_numpy()
     assert (np.diff(ts) >= 0).all()  # files rotate in time order
     assert set(table.column("opcode").to_pylist()) >= {RDMA_WRITE_LAST, RC_ACK, CNP}
+
+
+def test_served_run_lands_its_mirror_through_the_pcap_collector(tmp_path: Path) -> None:
+    sc = INCAST.model_copy(update={"mirror": INCAST.mirror.model_copy(update={"sampling_rate": 50_000, "rotate_s": 5})})
+    store_cfg = StoreConfig(path=tmp_path / "chdb", ttl_days=0)
+    settings = Settings(store=store_cfg, transport=TransportConfig(kind="inprocess"))
+    summary, stats = serve_scenario(settings, sc, 12, tmp_path / "out")
+    assert stats.mirror_packets > 1000 and stats.mirror_packets_collected == stats.mirror_packets
+    assert summary.rows["packets"] == stats.mirror_packets
+    with ChdbStore(tmp_path / "chdb") as store:
+        got = store.query_arrow(
+            "SELECT count() AS n, uniqExact(capture_point) AS points, min(sampling_rate) AS rate FROM packets"
+        )
+    assert got.to_pylist() == [{"n": stats.mirror_packets, "points": 1, "rate": 50_000}]
