@@ -299,13 +299,18 @@ COUNTERS_1M = Table(
     settings=_DEDUP,
 )
 
+#: Whose state a sink row is: the consumer group's, for one partition of one topic
+_SINK_PARTITION = (
+    _lc("group_id", "Consumer group of the sink."),
+    _lc("topic", "Kafka topic."),
+    Column("partition", "Int32", pa.int32(), "Kafka partition."),
+)
+
 SINK_INTENTS = Table(
     "sink_intents",
     "The offset range each sink is about to insert, written before the insert (see pipeline.sink).",
     (
-        _lc("group_id", "Consumer group of the sink."),
-        _lc("topic", "Kafka topic."),
-        Column("partition", "Int32", pa.int32(), "Kafka partition."),
+        *_SINK_PARTITION,
         Column("first_offset", "Int64", pa.int64(), "First offset of the range."),
         Column("last_offset", "Int64", pa.int64(), "Last offset of the range (inclusive)."),
         _str("token", "insert_deduplication_token used for the range."),
@@ -321,9 +326,7 @@ SINK_MESSAGES = Table(
     "The producer-given id of each message a sink took, by offset, written with its intent: a message "
     "logged twice (a producer's retry the broker kept twice) is recognised after a sink restart too.",
     (
-        _lc("group_id", "Consumer group of the sink."),
-        _lc("topic", "Kafka topic."),
-        Column("partition", "Int32", pa.int32(), "Kafka partition."),
+        *_SINK_PARTITION,
         Column("offset", "Int64", pa.int64(), "Offset of the message."),
         _str("message_id", "The message's rocescope-id header, hex."),
         _ts("written_at", "When the sink recorded it."),
