@@ -92,8 +92,9 @@ def decode(stream: str, payload: bytes, key: str = "") -> Batch:
     except (pa.ArrowInvalid, pa.ArrowException, OSError, ValueError) as exc:
         raise DecodeError(f"{stream}: not an Arrow IPC stream: {exc}") from exc
     version = (table.schema.metadata or {}).get(b"rocescope.schema_version")
-    if version is not None and version.decode() != str(schema.SCHEMA_VERSION):
-        raise SchemaError(f"{stream}: schema version {version.decode()} != {schema.SCHEMA_VERSION}")
+    if version is not None and version != str(schema.SCHEMA_VERSION).encode():
+        shown = version.decode(errors="replace")[:40]
+        raise SchemaError(f"{stream}: schema version {shown!r} != {schema.SCHEMA_VERSION}")
     return Batch(stream, conform(stream, table), key)
 
 

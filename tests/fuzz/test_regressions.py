@@ -88,3 +88,18 @@ def test_config_file_errors_are_config_errors(tmp_path: Path, content: bytes) ->
 def test_config_path_that_is_a_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot be read"):
         config.load(tmp_path)
+
+
+def test_arrow_message_with_a_garbled_schema_version_is_refused() -> None:
+    """pipeline/batch.py decode (found by atheris): a schema-version metadata value that is not UTF-8 raised
+    UnicodeDecodeError, which the sink does not catch (it dead-letters DecodeError/SchemaError): one such
+    Kafka message stopped the sink. Now a SchemaError like any other foreign version."""
+    from rocescope.errors import SchemaError
+    from rocescope.pipeline.batch import decode, encode
+
+    from samples import sample_batch
+
+    good = sample_batch("counters", 3)
+    data = good.data.replace_schema_metadata({b"rocescope.schema_version": b"\xac\xff"})
+    with pytest.raises(SchemaError, match="schema version"):
+        decode("counters", encode(type(good)("counters", data, good.key)))
