@@ -132,9 +132,12 @@ class Sink:
         try:
             stream = stream_of(msg.topic)
             batch = msg.batch.data if msg.batch is not None else decode(stream, msg.value, _key(msg)).data
-        except (DecodeError, SchemaError, KeyError) as exc:
+        except Exception as exc:  # anything a message makes decoding raise: one bad message never stops the sink
             reason = type(exc).__name__
-            log.warning("dead-lettering %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, exc)
+            if isinstance(exc, DecodeError | SchemaError | KeyError):
+                log.warning("dead-lettering %s[%d]@%d: %s", msg.topic, msg.partition, msg.offset, exc)
+            else:  # a decoder bug: say so loudly, with the traceback, and still keep the message
+                log.exception("dead-lettering %s[%d]@%d: unexpected error", msg.topic, msg.partition, msg.offset)
             self.consumer.dead_letter(msg, str(exc))
             self.metrics.dead_lettered.labels(reason).inc()
             pending.entries.append((msg.offset, None, None))

@@ -94,3 +94,18 @@ def test_a_message_logged_twice_lands_once_even_after_a_restart(store: ChdbStore
     assert sink.metrics.value("rocescope_sink_duplicates_total") == 1
     taken = store.query_arrow("SELECT count() AS n, uniqExact(message_id) AS ids FROM sink_messages FINAL")
     assert taken.to_pylist() == [{"n": 4, "ids": 4}]
+
+
+def test_an_unexpected_decoding_error_is_dead_lettered_not_fatal(store: ChdbStore) -> None:
+    """A message that makes decoding raise something no decoder should (here: an in-process message whose
+    batch is not a Batch) is dead-lettered with its error type, and the messages around it land."""
+    bus = InProcessBus()
+    producer = bus.producer()
+    producer.publish(sample_batch("counters", 20, seed=1))
+    bus.append(schema.topic("counters"), b"odd", b"", [], object())  # type: ignore[arg-type]
+    producer.publish(sample_batch("counters", 20, seed=2))
+    sink = Sink(bus.consumer("g", ["counters"]), store, SINK)
+    sink.run(idle_exit_s=0.3)
+    assert _count(store, "counters") == 40
+    (dead,) = bus.messages(bus.dead_letter_topic)
+    assert dead.key == b"odd" and sink.metrics.value("rocescope_sink_dead_lettered_total") == 1

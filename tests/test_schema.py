@@ -8,7 +8,7 @@ from rocescope import schema
 from rocescope.pipeline.store import ChdbStore, table_schema_check
 
 
-@pytest.mark.parametrize("table", [*schema.STREAMS, "metric_catalog", "sink_intents", "sink_messages", "schema_migrations"])
+@pytest.mark.parametrize("table", list(schema.TABLES))
 def test_ddl_and_arrow_agree(store: ChdbStore, table: str) -> None:
     assert table_schema_check(store, table) == []
     live = store.query_arrow(

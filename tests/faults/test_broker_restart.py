@@ -89,7 +89,8 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
         sink.consumer.close()
     got = landed(store)
     print_table(
-        "broker restarts (values produced / landed at the kill; seconds down; seconds from the restart until rows produced after it landed)",
+        "broker restarts (values produced / landed at the kill; seconds down; "
+        "seconds from the restart until rows produced after it landed)",
         ["restart", "produced", "landed", "down_s", "resumed_s"],
         timeline,
     )
