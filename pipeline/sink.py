@@ -1,6 +1,6 @@
 """The sink: transport -> buffer -> store, exactly once.
 
-Exactly once comes from three rules:
+Exactly once comes from four rules:
 1. offsets are committed only after the insert of everything before them succeeded;
 2. before inserting a partition's offset range, the sink records it (with its deduplication token)
    in `sink_intents`; ClickHouse's `insert_deduplication_token` makes a repeated insert of the
