@@ -55,23 +55,19 @@ def _sink_state(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [schema.ddl("sink_intents", 0, db)]
 
 
-#: How long a sink remembers which message ids it took (a retry is logged again within minutes)
-SINK_MESSAGES_TTL_DAYS = 2
 #: Bookkeeping tables that never expire
 _KEPT = ("incidents", "metric_catalog", "sink_intents", "schema_migrations")
 
 
 def ttl_days_of(table: str, ttl_days: int, rollup_ttl_days: int) -> int:
-    """The retention each table is created with (0: kept for ever)."""
+    """The retention in days each table is created with (0: kept for ever; a table's `fixed_ttl` wins)."""
     if table in _KEPT:
         return 0
-    if table == "sink_messages":
-        return SINK_MESSAGES_TTL_DAYS
     return rollup_ttl_days if table == "counters_1m" else ttl_days
 
 
-def _sink_messages(db: str, ttl: int, rollup_ttl: int) -> list[str]:
-    return [schema.ddl("sink_messages", ttl_days_of("sink_messages", ttl, rollup_ttl), db)]
+def _sink_messages(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("sink_messages", 0, db)]
 
 
 #: A counter sample with its two predecessors in its series (over the window `SERIES_WINDOW`), the inputs

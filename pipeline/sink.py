@@ -53,7 +53,7 @@ class _Pending:
     """What one partition has consumed but not yet committed: (offset, batch or None if dead-lettered or a
     duplicate, message id). Entries before `checked` went through the duplicate check."""
 
-    entries: list[tuple[int, pa.RecordBatch | None, str | None]] = field(default_factory=list)
+    entries: list[tuple[int, pa.RecordBatch | None, int | None]] = field(default_factory=list)
     rows: int = 0
     since: float = 0.0
     checked: int = 0
@@ -64,9 +64,9 @@ class _SeenIds:
 
     def __init__(self, capacity: int):
         self.capacity = capacity
-        self.offsets: OrderedDict[str, int] = OrderedDict()
+        self.offsets: OrderedDict[int, int] = OrderedDict()
 
-    def take(self, mid: str, offset: int) -> bool:
+    def take(self, mid: int, offset: int) -> bool:
         """False if `mid` was already taken at another offset (a duplicate); remembers it otherwise."""
         seen = self.offsets.get(mid)
         if seen is not None:
@@ -268,7 +268,7 @@ class Sink:
             self.metrics.buffered_rows.dec(batch.num_rows)
             self.metrics.duplicates.labels(stream_of(tp[0])).inc()
             log.warning(
-                "sink: %s[%d]@%d repeats message %s taken at offset %d (a producer retry logged twice); dropped",
+                "sink: %s[%d]@%d repeats message %016x taken at offset %d (a producer retry logged twice); dropped",
                 tp[0],
                 tp[1],
                 offset,
@@ -309,7 +309,7 @@ class Sink:
                     "topic": [tp[0] for tp, _, _ in taken],
                     "partition": pa.array([tp[1] for tp, _, _ in taken], pa.int32()),
                     "offset": pa.array([offset for _, offset, _ in taken], pa.int64()),
-                    "message_id": [mid for _, _, mid in taken],
+                    "message_id": pa.array([mid for _, _, mid in taken], pa.uint64()),
                     "written_at": pa.array([dt.datetime.now(dt.UTC)] * len(taken), pa.timestamp("ns", tz="UTC")),
                 }
             ),

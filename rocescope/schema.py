@@ -61,6 +61,8 @@ class Table:
     order_by: tuple[str, ...]
     partition_by: str = ""
     ttl_column: str = ""
+    #: a retention of the table's own (e.g. "6 HOUR"), instead of the configured days
+    fixed_ttl: str = ""
     engine: str = "MergeTree"
     stream: bool = True
     settings: Mapping[str, str | int] = field(default_factory=dict)
@@ -324,17 +326,21 @@ SINK_INTENTS = Table(
 SINK_MESSAGES = Table(
     "sink_messages",
     "The producer-given id of each message a sink took, by offset, written with its intent: a message "
-    "logged twice (a producer's retry the broker kept twice) is recognised after a sink restart too.",
+    "logged twice (a producer's retry the broker kept twice) is recognised after a sink restart too. "
+    "Kept 6 hours: a retry follows its original within the producer's delivery timeout (minutes).",
     (
         *_SINK_PARTITION,
-        Column("offset", "Int64", pa.int64(), "Offset of the message."),
-        _str("message_id", "The message's rocescope-id header, hex."),
+        Column("offset", "Int64", pa.int64(), "Offset of the message.", "CODEC(Delta, ZSTD(1))"),
+        Column("message_id", "UInt64", pa.uint64(), "First 8 bytes of the message's rocescope-id header."),
         _ts("written_at", "When the sink recorded it."),
     ),
     order_by=("group_id", "topic", "partition", "offset"),
+    partition_by="toStartOfHour(written_at)",
     engine="ReplacingMergeTree(written_at)",
     ttl_column="written_at",
+    fixed_ttl="6 HOUR",
     stream=False,
+    settings={"ttl_only_drop_parts": 1},
 )
 
 SCHEMA_MIGRATIONS = Table(
@@ -408,7 +414,9 @@ def ddl(table: str, ttl_days: int = 0, database: str = "", as_name: str | None =
     if spec.partition_by:
         lines.append(f"PARTITION BY {spec.partition_by}")
     lines.append(f"ORDER BY ({', '.join(spec.order_by)})")
-    if ttl_days > 0 and spec.ttl_column:
+    if spec.fixed_ttl:
+        lines.append(f"TTL toDateTime({spec.ttl_column}) + INTERVAL {spec.fixed_ttl}")
+    elif ttl_days > 0 and spec.ttl_column:
         lines.append(f"TTL toDateTime({spec.ttl_column}) + INTERVAL {int(ttl_days)} DAY")
     if spec.settings:
         lines.append("SETTINGS " + ", ".join(f"{k} = {v}" for k, v in spec.settings.items()))
