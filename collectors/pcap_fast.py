@@ -71,10 +71,23 @@ class Decoded:
     skipped: Counter[str] = field(default_factory=Counter)
     malformed: int = 0
     error: str | None = None  # why the file ended early; records before it are kept
+    #: pcapng: the interfaces' names (if_name, "" where unnamed) and each row's interface among them
+    interfaces: list[str] = field(default_factory=list)
+    iface: I64 | None = None
 
     @property
     def num_rows(self) -> int:
         return len(self.frames)
+
+    def capture_points(self, capture_point: str) -> pa.DictionaryArray:
+        """Each row's capture point: its interface's name when the capture holds several named interfaces
+        (dumpcap -i a -i b, one capture port per mirrored switch port), `capture_point` otherwise."""
+        named = {name for name in self.interfaces if name}
+        if len(named) > 1 and self.iface is not None:
+            names = [name or capture_point for name in self.interfaces]
+            return pa.DictionaryArray.from_arrays(pa.array(self.iface.astype(np.int32)), pa.array(names, pa.string()))
+        zeros = pa.array(np.zeros(self.num_rows, np.int32))
+        return pa.DictionaryArray.from_arrays(zeros, pa.array([capture_point], pa.string()))
 
     def table(self, capture_point: str, sampling_rate: int) -> pa.Table:
         """The `packets` columns, in schema order."""
@@ -83,9 +96,7 @@ class Decoded:
         return pa.table(
             {
                 "ts": pa.array(cols["ts"], pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
-                "capture_point": pa.DictionaryArray.from_arrays(
-                    pa.array(np.zeros(n, np.int32)), pa.array([capture_point], pa.string())
-                ),
+                "capture_point": self.capture_points(capture_point),
                 "src_ip": self.src_ip,
                 "dst_ip": self.dst_ip,
                 **{name: pa.array(cols[name]) for name in _NUMERIC},
@@ -138,8 +149,11 @@ def decode_pcap(data: bytes) -> Decoded:
     if data[:4] == _PCAPNG_SHB:
         from rocescope.collectors.pcapng import pcapng_records
 
-        start, cap, orig, ts, error = pcapng_records(data)
-        return _decode_records(data, _Records(start, cap, orig, ts), error)
+        walk = pcapng_records(data)
+        decoded = _decode_records(data, _Records(walk.start, walk.cap, walk.orig, walk.ts), walk.error)
+        decoded.interfaces = walk.names
+        decoded.iface = walk.iface[decoded.frames]
+        return decoded
     if len(data) < 24 or data[:4] not in _MAGICS:
         raise UnsupportedCapture("not a pcap or pcapng file")
     order, frac_ns = _MAGICS[data[:4]]

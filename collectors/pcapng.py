@@ -2,7 +2,7 @@
 
 dumpcap writes pcapng by default, so live ring files (`pcap_ring`) are pcapng. Only the framing is
 read here (Section Header with either byte order, Interface Description for the link type and the
-`if_tsresol` / `if_tsoffset` options, Enhanced and Simple Packet Blocks); every other block is
+`if_name` / `if_tsresol` / `if_tsoffset` options, Enhanced and Simple Packet Blocks); every other block is
 skipped. The frames themselves are decoded vectorized by `pcap_fast`. A section with a non-Ethernet
 interface raises UnsupportedCapture (tshark reads it); damage ends the walk with a reason and the
 records before it are kept, as tshark does.
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import numpy as np
 import numpy.typing as npt
@@ -23,13 +24,35 @@ U8 = npt.NDArray[np.uint8]
 
 _SHB, _IDB, _SPB, _EPB = 0x0A0D0D0A, 1, 3, 6
 _BYTE_ORDER = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
-_OPT_TSRESOL, _OPT_TSOFFSET = 9, 14
+_OPT_NAME, _OPT_TSRESOL, _OPT_TSOFFSET = 2, 9, 14
 
 
-def _interface(data: bytes, off: int, length: int, order: str) -> tuple[int, int, int, int]:
-    """(link type, multiplier, divisor, offset ns) of an Interface Description Block: ns = units * mul // div + off."""
+class _Interface(NamedTuple):
+    """An Interface Description Block: packet time in ns = units * mul // div + offset_ns."""
+
+    linktype: int
+    mul: int
+    div: int
+    offset_ns: int
+    name: str
+
+
+class Walk(NamedTuple):
+    """Every packet's frame start, captured and original length, time (ns) and interface (an index into
+    `names`, the interfaces' `if_name` in file order, "" where unnamed), and why the walk stopped early."""
+
+    start: npt.NDArray[np.int64]
+    cap: npt.NDArray[np.int64]
+    orig: npt.NDArray[np.int64]
+    ts: npt.NDArray[np.int64]
+    error: str | None
+    iface: npt.NDArray[np.int64]
+    names: list[str]
+
+
+def _interface(data: bytes, off: int, length: int, order: str) -> _Interface:
     (linktype,) = struct.unpack_from(order + "H", data, off + 8)
-    mul, div, offset_ns = 1000, 1, 0  # default resolution: microseconds
+    mul, div, offset_ns, name = 1000, 1, 0, ""  # default resolution: microseconds
     pos, end = off + 16, off + length - 4
     while pos + 4 <= end:
         code, size = struct.unpack_from(order + "HH", data, pos)
@@ -47,8 +70,10 @@ def _interface(data: bytes, off: int, length: int, order: str) -> tuple[int, int
         elif code == _OPT_TSOFFSET and size == 8:
             (seconds,) = struct.unpack_from(order + "q", value)
             offset_ns = seconds * 1_000_000_000
+        elif code == _OPT_NAME:
+            name = value.split(b"\0", 1)[0].decode(errors="replace")
         pos += 4 + size + (-size % 4)
-    return linktype, mul, div, offset_ns
+    return _Interface(linktype, mul, div, offset_ns, name)
 
 
 @dataclass
@@ -57,7 +82,7 @@ class _Section:
     only name interfaces described before it), and where its packet blocks are."""
 
     order: str
-    interfaces: list[tuple[int, int, int, int]] = field(default_factory=list)
+    interfaces: list[_Interface] = field(default_factory=list)
     packets_before: list[int] = field(default_factory=list)
     offsets: list[int] = field(default_factory=list)
 
@@ -100,9 +125,9 @@ def _frame_blocks(data: bytes) -> tuple[list[_Section], str | None]:
             break
         if kind == _IDB and length >= 20:
             info = _interface(data, off, length, sec.order)
-            if info[0] != _LINKTYPE_ETHERNET:
+            if info.linktype != _LINKTYPE_ETHERNET:
                 raise UnsupportedCapture(
-                    f"pcapng interface {len(sec.interfaces)} has link type {info[0]}, not Ethernet"
+                    f"pcapng interface {len(sec.interfaces)} has link type {info.linktype}, not Ethernet"
                 )
             sec.interfaces.append(info)
             sec.packets_before.append(len(sec.offsets))
@@ -119,7 +144,7 @@ def _u32(buf: U8, at: I64, order: str) -> I64:
 
 
 def _packets(buf: U8, sec: _Section, first: int) -> tuple[list[I64], str | None]:
-    """(start, cap, orig, ts) of a section's packets, up to the first bad one (and why it is bad);
+    """(start, cap, orig, ts, interface) of a section's packets, up to the first bad one (and why it is bad);
     `first` is the number of packets before the section, for the message."""
     off = np.array(sec.offsets, np.int64)
     word = {k: _u32(buf, off + k, sec.order) for k in (0, 4, 8, 12, 16, 20, 24)}
@@ -132,7 +157,7 @@ def _packets(buf: U8, sec: _Section, first: int) -> tuple[list[I64], str | None]
     units = (word[12].astype(np.uint64) << np.uint64(32)) | word[16].astype(np.uint64)
     ts = np.zeros(len(off), np.int64)
     bad_time = np.zeros(len(off), bool)
-    for i, (_, mul, div, offset_ns) in enumerate(sec.interfaces):
+    for i, (_, mul, div, offset_ns, _name) in enumerate(sec.interfaces):
         mine = epb & (ifid == i)
         if not mine.any():
             continue
@@ -160,25 +185,26 @@ def _packets(buf: U8, sec: _Section, first: int) -> tuple[list[I64], str | None]
             stop, error = int(hits[0]), why
     if error is not None:
         error = f"packet {first + stop + 1} {error}"
-    return [start[:stop], cap[:stop], orig[:stop], ts[:stop]], error
+    return [start[:stop], cap[:stop], orig[:stop], ts[:stop], ifid[:stop]], error
 
 
-def pcapng_records(data: bytes) -> tuple[I64, I64, I64, I64, str | None]:
-    """Frame start, captured length, original length and time (ns) of every packet, and why the walk
-    stopped early (None when the file ended cleanly)."""
+def pcapng_records(data: bytes) -> Walk:
+    """Every packet of the file, and why the walk stopped early (None when the file ended cleanly)."""
     sections, error = _frame_blocks(data)
     buf = np.frombuffer(data, np.uint8)
-    columns: list[list[I64]] = [[], [], [], []]
+    columns: list[list[I64]] = [[], [], [], [], []]
+    names: list[str] = []
     count = 0
     for sec in sections:
-        if not sec.offsets:
-            continue
-        found, problem = _packets(buf, sec, count)
-        for column, part in zip(columns, found, strict=True):
-            column.append(part)
-        count += len(found[0])
-        if problem is not None:
+        if sec.offsets:
+            found, problem = _packets(buf, sec, count)
+            found[4] = found[4] + len(names)  # section-local interface ids -> the file's interface list
+            for column, part in zip(columns, found, strict=True):
+                column.append(part)
+            count += len(found[0])
+        names += [i.name for i in sec.interfaces]
+        if sec.offsets and problem is not None:
             error = problem
             break
-    start, cap, orig, ts = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in columns)
-    return start, cap, orig, ts, error
+    start, cap, orig, ts, iface = (np.concatenate(c) if c else np.zeros(0, np.int64) for c in columns)
+    return Walk(start, cap, orig, ts, error, iface, names)

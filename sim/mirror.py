@@ -368,8 +368,42 @@ def write_pcap(path: Path, ts_ns: I64, frames: Sequence[bytes], lengths: I64, sn
     return len(blob)
 
 
+def _block(kind: int, body: bytes) -> bytes:
+    """A pcapng block: type, total length, the body padded to 32 bits, the total length again."""
+    body += b"\0" * (-len(body) % 4)
+    total = struct.pack("<I", len(body) + 12)
+    return struct.pack("<I", kind) + total + body + total
+
+
+def _option(code: int, value: bytes) -> bytes:
+    return struct.pack("<HH", code, len(value)) + value + b"\0" * (-len(value) % 4)
+
+
+def write_pcapng(
+    path: Path, ts_ns: I64, frames: Sequence[bytes], lengths: I64, iface: I64, names: Sequence[str], snaplen: int = 0
+) -> int:
+    """A pcapng of the frames with one interface per capture point (`if_name` = the name, nanosecond
+    times), each frame on its interface `iface`, as dumpcap writes a capture of several ports. Written to a
+    temporary name and renamed: readers never see a partial file. Returns the bytes written."""
+    limit = snaplen if snaplen > 0 else 262_144
+    parts = [_block(0x0A0D0D0A, struct.pack("<IHHq", 0x1A2B3C4D, 1, 0, -1))]
+    for name in names:
+        options = _option(2, name.encode()) + _option(9, b"\x09") + _option(0, b"")
+        parts.append(_block(1, struct.pack("<HHI", _LINKTYPE_ETHERNET, 0, limit) + options))
+    for t, frame, length, i in zip(ts_ns.tolist(), frames, lengths.tolist(), iface.tolist(), strict=True):
+        cut = frame[:limit]
+        head = struct.pack("<IIIII", i, t >> 32, t & 0xFFFFFFFF, len(cut), length)
+        parts.append(_block(6, head + cut))
+    blob = b"".join(parts)
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_bytes(blob)
+    tmp.replace(path)
+    return len(blob)
+
+
 class MirrorFiles:
-    """A mirror port's capture as rotating classic pcap files (`mirror-00001.pcap`, ...) in a directory: one
+    """The mirror's capture as rotating pcapng files (`mirror-00001.pcapng`, ...) in a directory, one
+    interface per mirrored port (so a reader names each packet's capture point as the fast path does): one
     file per `rotate_s` of fabric time, each written whole (readers never see a partial file)."""
 
     def __init__(self, mirror: PacketMirror, directory: Path) -> None:
@@ -398,9 +432,10 @@ class MirrorFiles:
         if not parts or not sum(p.size for p in parts):
             return None
         pk = concat(parts)
-        path = self.directory / f"mirror-{len(self.files) + 1:05d}.pcap"
-        snaplen = self.mirror.spec.snaplen
-        write_pcap(path, pk.ts_ns, self.mirror.frames(pk, snaplen), self.mirror.frame_lengths(pk), snaplen)
+        path = self.directory / f"mirror-{len(self.files) + 1:05d}.pcapng"
+        m = self.mirror
+        frames = m.frames(pk, m.spec.snaplen)
+        write_pcapng(path, pk.ts_ns, frames, m.frame_lengths(pk), m.point[pk.flow], m.points, m.spec.snaplen)
         self.files.append(path)
         self.packets += pk.size
         return path

@@ -10,10 +10,10 @@ every facade through a `FabricClock`:
   value files: `ethtool -S` text, RDMA `hw_counters/` and `counters/`, link state when it changes);
 * LLDP (`lldpcli -f json` per device) and the pod list, static for a run;
 * a mirror port (`sim.mirror.MirrorFiles`): the packet mirror's sampled RoCEv2 packets as rotating
-  classic pcap files in `<root>/mirror/` (with `out_dir`: `out_dir/served/mirror/`), for
-  `rocescope collect pcap FILES --capture-point ... --sampling-rate N` or `rocescope import --kind pcap`.
-  With `collect`, the pcap collector reads each file as it is rotated (capture point `mirror`: a pcap
-  keeps no per-port origin, where the fast path's rows name the leaf port).
+  pcapng files in `<root>/mirror/` (with `out_dir`: `out_dir/served/mirror/`), one interface per mirrored
+  leaf port, for `rocescope collect pcap FILES --sampling-rate N` or `rocescope import --kind pcap`.
+  With `collect`, the pcap collector reads each file as it is rotated: the rows the fast path lands,
+  each named by its interface.
 
 `serve_scenario` runs a scenario through them. Lockstep (`speed=None`, the demo): the engine advances
 one poll, publishes it, and waits at the clock's barrier until every gNMI stream has sent that tick
@@ -759,7 +759,7 @@ def _drive(
 
 
 def _collect_pcap(path: Path, spec: Mirror, producer: Producer) -> int:
-    """What `rocescope collect pcap FILE --capture-point mirror --sampling-rate N` does; packets decoded."""
+    """What `rocescope collect pcap FILE --sampling-rate N` does (capture points from the interfaces); packets."""
     collector = PcapCollector("mirror", spec.sampling_rate)
     source = PcapFile(path)
     try:

@@ -5,8 +5,10 @@ from __future__ import annotations
 import shutil
 import struct
 import subprocess
+from decimal import Decimal
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -218,3 +220,30 @@ CM_NG = _reencode(
     nanoseconds=True,
 )
 CM_NG_DECODED = decode_pcap(CM_NG)
+
+
+@tshark
+def test_pcapng_of_several_named_interfaces_names_each_packet_by_its_interface(tmp_path: Path) -> None:
+    """A capture of several ports in one pcapng (dumpcap -i a -i b; the simulator's mirror files): each
+    packet's capture point is its interface's if_name, as tshark reads it; one named interface keeps the
+    capture point given."""
+    from rocescope.sim.mirror import write_pcapng
+
+    data = (PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap").read_bytes()
+    starts = [end + 16 for end in [24, *_record_ends(data)[:-1]]]
+    frames = [data[s : s + struct.unpack_from("<I", data, s - 8)[0]] for s in starts]
+    ts = np.arange(len(frames), dtype=np.int64) * 1_000_003 + 1_700_000_000 * 10**9
+    lengths = np.array([len(f) for f in frames], np.int64)
+    names = ["leaf-r0-01/Ethernet0", "leaf-r0-01/Ethernet4", "leaf-r0-02/Ethernet0"]
+    iface = np.arange(len(frames), dtype=np.int64) % 3
+    path = tmp_path / "ports.pcapng"
+    write_pcapng(path, ts, frames, lengths, iface, names)
+    table = decode_pcap(path.read_bytes()).table("ignored", 1)
+    cmd = ["tshark", "-r", str(path), "-Y", "infiniband", "-T", "fields", "-E", "separator=|"]
+    out = subprocess.run([*cmd, "-e", "frame.interface_name", "-e", "frame.time_epoch"], capture_output=True, text=True)
+    seen = [line.split("|") for line in out.stdout.split()]
+    assert table.num_rows > 10 and table.column("capture_point").to_pylist() == [point for point, _ in seen]
+    assert {point for point, _ in seen} == set(names)
+    assert table.column("ts").cast(pa.int64()).to_pylist() == [int(Decimal(t) * 10**9) for _, t in seen]
+    write_pcapng(path, ts, frames, lengths, np.zeros(len(frames), np.int64), names[:1])
+    assert set(decode_pcap(path.read_bytes()).table("mirror-1", 1).column("capture_point").to_pylist()) == {"mirror-1"}

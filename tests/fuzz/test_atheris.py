@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import subprocess
 import sys
 import time
@@ -40,9 +41,13 @@ def test_coverage_guided(target: str, tmp_path: Path) -> None:
     corpus = _corpus(target, tmp_path / "corpus")
     runs = count()
     stats = tmp_path / "stats"
+    # libFuzzer's RSS check reads the peak RSS the kernel keeps across fork and exec, i.e. this pytest
+    # process's: allow the decoders 2 GiB on top of it
+    rss_limit_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024 + 2048
+    args = [f"-runs={runs}", f"-seed={SEED}", "-max_len=65536", f"-rss_limit_mb={rss_limit_mb}", str(corpus)]
     started = time.perf_counter()
     done = subprocess.run(
-        [sys.executable, str(TARGETS), target, f"-runs={runs}", f"-seed={SEED}", "-max_len=65536", str(corpus)],
+        [sys.executable, str(TARGETS), target, *args],
         cwd=tmp_path,  # where libFuzzer writes a crashing input (crash-<sha1>)
         env={**os.environ, "ATHERIS_STATS": str(stats), "PYTHONPATH": os.pathsep.join(sys.path)},
         capture_output=True,

@@ -255,8 +255,8 @@ def test_serve_mode_writes_rotating_pcaps_the_pcap_collector_reads(tmp_path: Pat
     settings = Settings(store=StoreConfig(path=tmp_path / "chdb"), transport=TransportConfig(kind="inprocess"))
     _summary, stats = serve_scenario(settings, sc, 12, tmp_path / "out", collect=False)
     assert stats.mirror_dir == tmp_path / "out" / "served" / "mirror"
-    files = sorted(stats.mirror_dir.glob("*.pcap"))
-    assert [p.name for p in files] == ["mirror-00001.pcap", "mirror-00002.pcap", "mirror-00003.pcap"]
+    files = sorted(stats.mirror_dir.glob("*.pcapng"))
+    assert [p.name for p in files] == ["mirror-00001.pcapng", "mirror-00002.pcapng", "mirror-00003.pcapng"]
     assert files == stats.mirror_files and not list(stats.mirror_dir.glob(".*"))  # no partial file left
     collector = PcapCollector(capture_point="mirror", sampling_rate=50_000)
     rows = [b.data for path in files for b in collector.collect(PcapFile(path))]
@@ -276,6 +276,17 @@ def test_served_run_lands_its_mirror_through_the_pcap_collector(tmp_path: Path) 
     assert summary.rows["packets"] == stats.mirror_packets
     with ChdbStore(tmp_path / "chdb") as store:
         got = store.query_arrow(
-            "SELECT count() AS n, uniqExact(capture_point) AS points, min(sampling_rate) AS rate FROM packets"
-        )
-    assert got.to_pylist() == [{"n": stats.mirror_packets, "points": 1, "rate": 50_000}]
+            "SELECT count() AS n, groupUniqArray(toString(capture_point)) AS points, min(sampling_rate) AS rate "
+            "FROM packets"
+        ).to_pylist()[0]
+    assert (got["n"], got["rate"]) == (stats.mirror_packets, 50_000)
+    # the same rows as the fast path lands, each named by the mirrored leaf port (the pcapng interface)
+    fast_cfg = Settings(store=StoreConfig(path=tmp_path / "fast", ttl_days=0), transport=TransportConfig())
+    fast = run_scenario(fast_cfg, sc, 12)
+    cols = "toString(capture_point) AS point, src_ip, dst_ip, udp_sport, ecn, opcode, dest_qp, psn, becn, length"
+    rows = {}
+    for name, start in (("chdb", summary.start), ("fast", fast.start)):  # fabric time: each run starts at its now
+        sql = f"SELECT toUnixTimestamp64Nano(ts) - {{t0:Int64}} AS at, {cols} FROM packets ORDER BY ALL"
+        with ChdbStore(tmp_path / name) as store:
+            rows[name] = store.query_arrow(sql, {"t0": int(start.timestamp()) * 10**9}).to_pylist()
+    assert len(got["points"]) > 1 and rows["chdb"] == rows["fast"]
