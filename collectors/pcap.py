@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -190,6 +190,8 @@ class PcapCollector:
     malformed: int = 0
     source_errors: int = 0
     fast_files: bool = True  # pcap/pcapng files take the numpy path (pcap_fast); other formats stay on tshark
+    #: capture interface (pcapng if_name) -> capture point, for captures of several ports (fast path)
+    interface_points: Mapping[str, str] = field(default_factory=dict)
 
     def rows(self, source: PacketSource) -> Iterator[dict[str, Any]]:
         for packet in source.packets():

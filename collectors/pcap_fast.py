@@ -16,7 +16,7 @@ import ipaddress
 import logging
 import struct
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -79,24 +79,30 @@ class Decoded:
     def num_rows(self) -> int:
         return len(self.frames)
 
-    def capture_points(self, capture_point: str) -> pa.DictionaryArray:
-        """Each row's capture point: its interface's name when the capture holds several named interfaces
-        (dumpcap -i a -i b, one capture port per mirrored switch port), `capture_point` otherwise."""
-        named = {name for name in self.interfaces if name}
-        if len(named) > 1 and self.iface is not None:
-            names = [name or capture_point for name in self.interfaces]
-            return pa.DictionaryArray.from_arrays(pa.array(self.iface.astype(np.int32)), pa.array(names, pa.string()))
-        zeros = pa.array(np.zeros(self.num_rows, np.int32))
-        return pa.DictionaryArray.from_arrays(zeros, pa.array([capture_point], pa.string()))
+    def capture_points(
+        self, capture_point: str, interface_points: Mapping[str, str] | None = None
+    ) -> pa.DictionaryArray:
+        """Each row's capture point: `interface_points[if_name]` where given; else, in a capture of several
+        named interfaces (dumpcap -i a -i b, one capture port per mirrored switch port), the interface's
+        name; else `capture_point`."""
+        mapped = interface_points or {}
+        several = len({name for name in self.interfaces if name}) > 1
+        if self.iface is None or not (several or any(name in mapped for name in self.interfaces)):
+            zeros = pa.array(np.zeros(self.num_rows, np.int32))
+            return pa.DictionaryArray.from_arrays(zeros, pa.array([capture_point], pa.string()))
+        names = [mapped.get(name) or (name if several and name else capture_point) for name in self.interfaces]
+        return pa.DictionaryArray.from_arrays(pa.array(self.iface.astype(np.int32)), pa.array(names, pa.string()))
 
-    def table(self, capture_point: str, sampling_rate: int) -> pa.Table:
+    def table(
+        self, capture_point: str, sampling_rate: int, interface_points: Mapping[str, str] | None = None
+    ) -> pa.Table:
         """The `packets` columns, in schema order."""
         n = self.num_rows
         cols = self.columns
         return pa.table(
             {
                 "ts": pa.array(cols["ts"], pa.int64()).cast(pa.timestamp("ns", tz="UTC")),
-                "capture_point": self.capture_points(capture_point),
+                "capture_point": self.capture_points(capture_point, interface_points),
                 "src_ip": self.src_ip,
                 "dst_ip": self.dst_ip,
                 **{name: pa.array(cols[name]) for name in _NUMERIC},
@@ -328,9 +334,15 @@ def _decode_chunk(buf: U8, rec: _Records) -> tuple[dict[str, Arr], Counter[str],
     return part, skipped, int(np.count_nonzero(bad))
 
 
-def batches(decoded: Decoded, capture_point: str, sampling_rate: int, batch_rows: int) -> Iterator[Batch]:
+def batches(
+    decoded: Decoded,
+    capture_point: str,
+    sampling_rate: int,
+    batch_rows: int,
+    interface_points: Mapping[str, str] | None = None,
+) -> Iterator[Batch]:
     """`packets` Batches of at most `batch_rows` rows, keyed by capture point."""
-    table = decoded.table(capture_point, sampling_rate)
+    table = decoded.table(capture_point, sampling_rate, interface_points)
     for start in range(0, table.num_rows, batch_rows):
         yield Batch("packets", conform("packets", table.slice(start, batch_rows)), key=capture_point)
 
@@ -348,4 +360,6 @@ def collect_file(collector: PcapCollector, source: PcapFile, batch_rows: int) ->
         source.error = decoded.error
         collector.source_errors += 1
         log.error("%s: capture ended early, %s; the packets before it are kept", collector.capture_point, decoded.error)
-    return list(batches(decoded, collector.capture_point, collector.sampling_rate, batch_rows))
+    return list(
+        batches(decoded, collector.capture_point, collector.sampling_rate, batch_rows, collector.interface_points)
+    )

@@ -36,12 +36,13 @@ class CaptureError(RocescopeError):
 
 @dataclass
 class RingCapture:
-    """dumpcap writing `files` files of `file_seconds` each into `directory` (a temp dir when None).
+    """dumpcap writing `files` files of `file_seconds` each into `directory` (a temp dir when None), from one
+    interface or several (one pcapng, each packet on its interface: see `PcapCollector.interface_points`).
 
     `command_prefix` runs dumpcap through something else (`ip netns exec NS`, `nsenter ...`): the seam
     tests use to capture inside a namespace they own."""
 
-    interface: str
+    interface: str | Sequence[str]
     directory: Path | None = None
     file_seconds: float = 10.0
     files: int = 4
@@ -55,11 +56,20 @@ class RingCapture:
     def argv(self, directory: Path) -> list[str]:
         binary = self.dumpcap or shutil.which("dumpcap") or "dumpcap"
         seconds = max(1, round(self.file_seconds))  # dumpcap takes whole seconds
+        interfaces = [a for name in self.interfaces for a in ("-i", name)]
         return [
             *self.command_prefix,
-            *(binary, "-q", "-i", self.interface, "-f", self.bpf_filter),
+            *(binary, "-q", "-f", self.bpf_filter, *interfaces),  # a filter before the first -i applies to all
             *("-b", f"duration:{seconds}", "-b", f"files:{self.files}", "-w", str(directory / f"{_STEM}.pcapng")),
         ]
+
+    @property
+    def interfaces(self) -> list[str]:
+        return [self.interface] if isinstance(self.interface, str) else list(self.interface)
+
+    @property
+    def label(self) -> str:
+        return ", ".join(self.interfaces)
 
     @property
     def path(self) -> Path:
@@ -76,7 +86,7 @@ class RingCapture:
             self._process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         except OSError as exc:
             raise CaptureError(f"{' '.join(argv)}: {exc}") from exc
-        log.info("capturing on %s into %s (%s)", self.interface, self.path, " ".join(argv))
+        log.info("capturing on %s into %s (%s)", self.label, self.path, " ".join(argv))
 
     @property
     def running(self) -> bool:
@@ -176,9 +186,9 @@ def capture_live(
                 error = ring.stop()
                 if error:
                     if landed == 0 and not ring.closed_files():
-                        raise CaptureError(f"capture on {ring.interface} failed: {error}")
+                        raise CaptureError(f"capture on {ring.label} failed: {error}")
                     collector.source_errors += 1
-                    log.error("capture on %s ended: %s; the files before it are kept", ring.interface, error)
+                    log.error("capture on %s ended: %s; the files before it are kept", ring.label, error)
                 stopping = True
             for path in ring.closed_files():
                 n = land_file(path, collector, ship, sample)

@@ -811,7 +811,10 @@ _PACKET_COLUMNS = ("ts", "src_ip", "dst_ip", "udp_sport", "dscp", "ecn", "opcode
 def collect_pcap(
     files: Annotated[list[Path] | None, typer.Argument(help="Capture files (pcap/pcapng).")] = None,
     interface: Annotated[
-        str | None, typer.Option(help="Capture live here, in rotating files (config: collectors.pcap.interface).")
+        list[str] | None,
+        typer.Option(
+            help="Capture live here, in rotating files; repeat for several (config: collectors.pcap.interface)."
+        ),
     ] = None,
     seconds: Annotated[float | None, typer.Option(help="Live: stop after this long (default: until killed).")] = None,
     file_seconds: Annotated[
@@ -850,11 +853,12 @@ def collect_pcap(
     except RocescopeError as exc:
         raise _fail(exc) from None
     cfg = settings.collectors.pcap
-    live = _pick(interface, cfg.interface) if not files else interface
+    configured = [cfg.interface] if isinstance(cfg.interface, str) else cfg.interface
+    live = (interface or configured) if not files else interface
     if not files and not live:
         raise typer.BadParameter("give capture files or --interface (or collectors.pcap.interface)")
-    point = _pick(capture_point, cfg.capture_point) or live or "import"
-    collector = PcapCollector(point, _pick(sampling_rate, cfg.sampling_rate))
+    point = _pick(capture_point, cfg.capture_point) or (live[0] if live and len(live) == 1 else "") or "import"
+    collector = PcapCollector(point, _pick(sampling_rate, cfg.sampling_rate), interface_points=cfg.capture_points)
     total = 0
     shown: list[Batch] = []
     sink_metrics = None

@@ -147,8 +147,15 @@ class EbpfSection(_Strict):
 
 
 class PcapSection(_Strict):
-    interface: str | None = Field(None, description="Capture live here (default: only files given on the CLI).")
+    interface: str | list[str] | None = Field(
+        None, description="Capture live here, one interface or several (default: only files given on the CLI)."
+    )
     capture_point: str = ""
+    capture_points: dict[str, str] = Field(
+        default_factory=dict,
+        description="Capture interface -> capture point, e.g. {mirror0: leaf-r0-01/Ethernet0}, for captures of "
+        "several ports (without it, several interfaces name their packets by interface).",
+    )
     sampling_rate: int = Field(1, ge=1, description="Keep 1 in N packets.")
     bpf_filter: str = "udp port 4791"
     file_seconds: float = Field(10.0, gt=0, description="Live: rotate the capture file this often.")

@@ -245,5 +245,9 @@ def test_pcapng_of_several_named_interfaces_names_each_packet_by_its_interface(t
     assert table.num_rows > 10 and table.column("capture_point").to_pylist() == [point for point, _ in seen]
     assert {point for point, _ in seen} == set(names)
     assert table.column("ts").cast(pa.int64()).to_pylist() == [int(Decimal(t) * 10**9) for _, t in seen]
+    renamed = decode_pcap(path.read_bytes()).table("x", 1, {names[0]: "spine-01/Ethernet8"})
+    assert set(renamed.column("capture_point").to_pylist()) == {"spine-01/Ethernet8", *names[1:]}
     write_pcapng(path, ts, frames, lengths, np.zeros(len(frames), np.int64), names[:1])
-    assert set(decode_pcap(path.read_bytes()).table("mirror-1", 1).column("capture_point").to_pylist()) == {"mirror-1"}
+    one = decode_pcap(path.read_bytes())
+    assert set(one.table("mirror-1", 1).column("capture_point").to_pylist()) == {"mirror-1"}
+    assert set(one.table("mirror-1", 1, {names[0]: "p"}).column("capture_point").to_pylist()) == {"p"}

@@ -107,6 +107,48 @@ def test_ring_capture_on_a_veth_ships_each_closed_file_and_removes_it(tmp_path: 
     assert fast.num_rows and _rows(list(_decode(capture))) == _rows(list(_decode(capture, fast=False)))
 
 
+@pytest.mark.skipif(shutil.which("dumpcap") is None, reason="no dumpcap")
+def test_ring_capture_of_several_interfaces_names_each_packet_by_its_port(tmp_path: Path) -> None:
+    """dumpcap on two veths at once (one pcapng, a packet per interface): each packet lands with the capture
+    point configured for its interface, or the interface's own name where none is."""
+    reason = netns_unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    by_port = {"rsa1": PCAPS / SENT[0], "rsb1": PCAPS / SENT[2]}
+    expected = {port: _rows(_decode(path)) for port, path in by_port.items()}
+    with Netns() as ns:
+        for pair in ("rsa", "rsb"):
+            _ip("-n", ns.name, "link", "add", f"{pair}0", "type", "veth", "peer", "name", f"{pair}1")
+            for dev in (f"{pair}0", f"{pair}1"):
+                _ip("-n", ns.name, "link", "set", dev, "up")
+        ring = RingCapture(["rsa1", "rsb1"], tmp_path / "ring", file_seconds=1, files=3, command_prefix=ns.prefix())
+        collector = PcapCollector("ns", interface_points={"rsa1": "leaf-r0-01/Ethernet0"})
+        shipped: list[Batch] = []
+        stop = threading.Event()
+        worker = threading.Thread(target=capture_live, args=(ring, collector, shipped.append, stop))
+        worker.start()
+        try:
+            deadline = time.monotonic() + 20
+            while not list((tmp_path / "ring").glob("roce_*.pcapng")):
+                assert time.monotonic() < deadline and worker.is_alive(), "dumpcap did not start"
+                time.sleep(0.05)
+            time.sleep(0.3)
+            for port, path in by_port.items():
+                ns.run(sys.executable, "-c", _SENDER, port.replace("1", "0"), str(path))
+            want = sum(len(rows) for rows in expected.values())
+            while sum(b.num_rows for b in shipped) < want and time.monotonic() < deadline:
+                time.sleep(0.1)
+        finally:
+            stop.set()
+            worker.join(30)
+    rows = [r for b in shipped for r in pa.Table.from_batches([b.data]).to_pylist()]
+    got = {
+        point: sorted(tuple(r[f] for f in _FIELDS) for r in rows if r["capture_point"] == point)
+        for point in {r["capture_point"] for r in rows}
+    }
+    assert got == {"leaf-r0-01/Ethernet0": expected["rsa1"], "rsb1": expected["rsb1"]}
+
+
 def _decode(path: Path, fast: bool = True) -> list[Batch]:
     collector = PcapCollector("x", fast_files=fast)
     source = PcapFile(path)
