@@ -11,9 +11,9 @@ from typing import Any
 from rich import box
 from rich.table import Table
 
-from rocescope.analysis.eval import KindScore
 from rocescope.analysis.findings import SEVERITIES
 from rocescope.pipeline.store import Store
+from rocescope.sim.evaluate import KindScore
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 NO_JOB = "(no job)"

@@ -28,8 +28,8 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from rocescope.collectors.gnmi import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
-from rocescope.collectors.gnmi_proto import pb
+from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
+from rocescope.collectors.gnmi.proto import pb
 
 PORT_FIELDS = (
     "SAI_PORT_STAT_IF_IN_OCTETS",

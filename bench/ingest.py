@@ -33,7 +33,7 @@ from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
-from rocescope.pipeline.tansu import Broker
+from rocescope.testbed.tansu import Broker
 
 PORTS = 64
 PORT_METRICS = 32

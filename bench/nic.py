@@ -23,9 +23,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocescope.collectors.nic import FixtureHost, FixtureNic, LiveHost, NicCollector, NicHost
-from rocescope.collectors.nic_host import NET
-from rocescope.collectors.sysfs import MemorySysfs
+from rocescope.collectors.nic.collector import FixtureHost, FixtureNic, LiveHost, NicCollector, NicHost
+from rocescope.collectors.nic.host import NET
+from rocescope.collectors.nic.sysfs import MemorySysfs
 
 REALDATA = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "realdata"
 MLX5_ETHTOOL = REALDATA / "01_ethtool" / "ethq_mlx5_core_cx4_ethtool-S.txt"

@@ -36,9 +36,9 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocescope.collectors.snmp import SnmpCollector, SnmpDevice, V2c
-from rocescope.collectors.snmp_agent import EnginePool, PysnmpAgent, SnmpAgent, run_sync
-from rocescope.collectors.snmp_testbed import (
+from rocescope.collectors.snmp.agent import EnginePool, PysnmpAgent, SnmpAgent, run_sync
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice, V2c
+from rocescope.testbed.snmpd import (
     Netns,
     Snmpd,
     Snmpsim,

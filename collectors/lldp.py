@@ -33,10 +33,11 @@ from typing import Any, Protocol
 
 import pyarrow as pa
 
-from rocescope.collectors.gnmi import GnmiTarget, parse_path, path_elems
-from rocescope.collectors.gnmi_proto import pb
-from rocescope.collectors.json_text import may_hold_surrogates, scrub
-from rocescope.collectors.polling import PollMetrics, TargetHealth, poll_target, run_polls
+from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
+from rocescope.collectors.common.json_text import load_json
+from rocescope.collectors.common.polling import poll_target, run_polls
+from rocescope.collectors.gnmi.collector import GnmiTarget, parse_path, path_elems
+from rocescope.collectors.gnmi.proto import pb
 from rocescope.config import read_yaml
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -163,12 +164,7 @@ def parse_lldpcli(output: str | bytes | Mapping[str, Any], device: str) -> tuple
     if isinstance(output, Mapping):
         doc: object = output
     else:
-        try:
-            doc = json.loads(output)
-            if may_hold_surrogates(output):
-                doc = scrub(doc)
-        except (ValueError, RecursionError) as exc:
-            raise DecodeError(f"{device}: lldpcli output is not JSON: {exc}") from None
+        doc = load_json(output, f"{device}: lldpcli output")
     if not isinstance(doc, dict) or "lldp" not in doc:
         raise DecodeError(f"{device}: lldpcli output has no `lldp` object")
     out: list[Neighbor] = []
@@ -448,18 +444,19 @@ class LldpCollector:
     """Polls every source (hosts, switches), one `links` Batch per source that answered."""
 
     def __init__(
-        self, sources: Sequence[LldpSource], producer: Producer | None = None, metrics: PollMetrics | None = None
+        self, sources: Sequence[LldpSource], producer: Producer | None = None, metrics: CollectorMetrics | None = None
     ):
         names = [s.name for s in sources]
         if len(set(names)) != len(names):
             raise ValueError(f"LLDP source names must be unique: {names}")
         self.sources = list(sources)
         self.producer = producer
-        self.metrics = metrics or PollMetrics("lldp")
-        self._health = {s.name: TargetHealth(s.name) for s in sources}
+        self.metrics = metrics or CollectorMetrics("lldp")
+        self.targets = Targets(self.metrics, log)
+        self.targets.add(*(s.name for s in sources))
 
-    def health(self) -> dict[str, TargetHealth]:
-        return dict(self._health)
+    def health(self) -> dict[str, Health]:
+        return dict(self.targets.health)
 
     def poll_once(self, now: dt.datetime | None = None) -> list[Batch]:
         """One poll of every source; failures are logged and counted, never raised."""
@@ -471,7 +468,7 @@ class LldpCollector:
                 found, bad = src.neighbors()
                 return found, len(found), bad
 
-            found = poll_target(src.name, poll, self.metrics, self._health[src.name], log)
+            found = poll_target(src.name, poll, self.targets)
             if found:
                 out.append(links_batch(found, when, src.name))
         return out

@@ -365,7 +365,7 @@ METRICS: tuple[Metric, ...] = (
     _m("port_xmit_wait", "ticks", "counter",
        "Ticks the port had data to send but could not (paused or no credit).",
        ib_port=("port_xmit_wait",)),
-    # --- host kernel (eBPF, rocescope.collectors.ebpf): no vendor names; the dimension is in `port`
+    # --- host kernel (eBPF, rocescope.collectors.ebpf.collector): no vendor names; the dimension is in `port`
     _m("host_drops", "packets", "counter",
        "Packets the host kernel dropped (tracepoint skb:kfree_skb); port = `reason:<skb_drop_reason>`."),
     _m("tcp_retransmits", "segments", "counter",

@@ -22,7 +22,7 @@ from rich.table import Table as RichTable
 
 from rocescope import config as config_mod
 from rocescope import schema
-from rocescope.deploy import shard_targets
+from rocescope.collectors.common.sharding import shard_targets
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.store import Store
@@ -30,7 +30,8 @@ from rocescope.pipeline.store import Store
 if TYPE_CHECKING:
     from prometheus_client import CollectorRegistry
 
-    from rocescope.collectors.gnmi import GnmiTarget
+    from rocescope.collectors.config import CollectorsConfig
+    from rocescope.collectors.gnmi.collector import GnmiTarget
 
 T = TypeVar("T")
 
@@ -67,7 +68,15 @@ def main(
 
 
 def _settings() -> config_mod.Settings:
-    return config_mod.load(_state.config_path)
+    settings = config_mod.load(_state.config_path)
+    _collectors(settings)  # a bad collector section is refused at start, whatever the command
+    return settings
+
+
+def _collectors(settings: config_mod.Settings) -> CollectorsConfig:
+    from rocescope.collectors.config import CollectorsConfig
+
+    return CollectorsConfig.of(settings)
 
 
 def _fail(exc: RocescopeError) -> typer.Exit:
@@ -99,7 +108,7 @@ def config_cmd(
     except RocescopeError as exc:
         raise _fail(exc) from None
     if dump:
-        console.print(config_mod.dump(settings), end="", highlight=False, markup=False)
+        console.print(config_mod.dump(settings, _collectors(settings)), end="", highlight=False, markup=False)
     else:
         console.print("config is valid")
 
@@ -127,8 +136,8 @@ def serve_http(
 ) -> None:
     """Serve the embedded store over ClickHouse's HTTP interface on loopback (no authentication), so a
     local Grafana or any ClickHouse HTTP client can read it; while it runs it owns the store directory."""
-    from rocescope.pipeline.chdb_http import ChdbHttpServer
     from rocescope.pipeline.store import ChdbStore
+    from rocescope.testbed.chdb_http import ChdbHttpServer
 
     try:
         settings = _settings()
@@ -532,7 +541,7 @@ _COUNTER_COLUMNS = ("ts", "device", "port", "priority", "metric", "value", "raw_
 
 def show_batches(batches: Sequence[Batch], sort: Sequence[str], limit: int, columns: Sequence[str] = ()) -> None:
     """`--once` output: what would be shipped, as one table per stream (nothing is shipped)."""
-    from rocescope.collectors.polling import batches_table
+    from rocescope.collectors.common.polling import batches_table
 
     by_stream: dict[str, list[Batch]] = {}
     for b in batches:
@@ -575,12 +584,12 @@ def collect_nic(
     """Poll this host's NICs: `ethtool -S` of every RoCE netdev and the RDMA port counters."""
     import socket
 
-    from rocescope.collectors.nic import LiveHost, NicCollector
+    from rocescope.collectors.nic.collector import LiveHost, NicCollector
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
-        cfg = settings.collectors.nic
+        cfg = _collectors(settings).nic
         host = LiveHost(sysfs_root=str(_pick(sysfs_root, cfg.sysfs_root)), netdevs=netdev or cfg.netdevs or None)
         name = hostname or cfg.hostname or socket.gethostname()
         if once:
@@ -651,13 +660,13 @@ def collect_ebpf(
     """eBPF (bcc): host drops by reason, TCP retransmits by peer, RoCEv2 packets per QP (XDP), QP owners."""
     import socket
 
-    from rocescope.collectors.capabilities import check_ebpf
-    from rocescope.collectors.ebpf import EbpfCollector
+    from rocescope.collectors.ebpf.capabilities import check_ebpf
+    from rocescope.collectors.ebpf.collector import EbpfCollector
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
-        cfg = settings.collectors.ebpf
+        cfg = _collectors(settings).ebpf
         name = hostname or cfg.hostname or socket.gethostname()
         period = _pick(interval, cfg.interval_s)
         interfaces = interface or cfg.interfaces
@@ -689,9 +698,10 @@ def collect_ebpf(
 def _snmp_targets(path: Path) -> list[object]:
     """Devices from a YAML file (`devices: [{name, host, ...}]`); a value `env:NAME` is read from the
     environment, so communities and v3 keys stay out of the file."""
-    from rocescope.collectors.snmp import SnmpDevice
+    from rocescope.collectors.common.config import load_entries
+    from rocescope.collectors.snmp.collector import SnmpDevice
 
-    devices: list[object] = list(config_mod.load_entries(path, "SNMP targets", "devices", SnmpDevice.from_mapping))
+    devices: list[object] = list(load_entries(path, "SNMP targets", "devices", SnmpDevice.from_mapping))
     return devices
 
 
@@ -712,12 +722,12 @@ def collect_snmp(
     shard: ShardOpt = None,
 ) -> None:
     """Poll switches over SNMP (v2c, v3): IF-MIB 64-bit counters, link state and speed, PFC MIB counters."""
-    from rocescope.collectors.snmp import SnmpCollector, SnmpDevice
+    from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
-        cfg = settings.collectors.snmp
+        cfg = _collectors(settings).snmp
         listed = _snmp_targets(targets) if targets is not None else cfg.build()
         devices = [d for d in listed if isinstance(d, SnmpDevice)]
         if not devices:
@@ -750,9 +760,9 @@ def collect_snmp(
 
 def gnmi_targets(path: Path | None, settings: config_mod.Settings) -> list[GnmiTarget]:
     """The gNMI targets of a `--targets` file, else of `collectors.gnmi.targets`."""
-    from rocescope.collectors.gnmi import load_targets
+    from rocescope.collectors.gnmi.collector import load_targets
 
-    found = load_targets(path) if path is not None else settings.collectors.gnmi.build()
+    found = load_targets(path) if path is not None else _collectors(settings).gnmi.build()
     if not found:
         raise ConfigError("no gNMI targets: give --targets or list collectors.gnmi.targets in the config")
     return found
@@ -772,13 +782,13 @@ def collect_gnmi(
     shard: ShardOpt = None,
 ) -> None:
     """Stream switch counters over gNMI (Subscribe STREAM/SAMPLE): SONiC COUNTERS_DB, OpenConfig, SR Linux."""
-    from rocescope.collectors.gnmi import GnmiCollector
+    from rocescope.collectors.gnmi.collector import GnmiCollector
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
         devices = shard_targets(
-            gnmi_targets(targets, settings), lambda t: t.name, _pick(shard, settings.collectors.gnmi.shard)
+            gnmi_targets(targets, settings), lambda t: t.name, _pick(shard, _collectors(settings).gnmi.shard)
         )
         if once:
             collector = GnmiCollector(devices)
@@ -845,14 +855,14 @@ def collect_pcap(
     limit: LimitOpt = 200,
 ) -> None:
     """Sampled RoCEv2 packets (data, ACKs, CNPs) from capture files or a live interface (rotating files)."""
-    from rocescope.collectors.pcap import PcapCollector, PcapFile
+    from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
     except RocescopeError as exc:
         raise _fail(exc) from None
-    cfg = settings.collectors.pcap
+    cfg = _collectors(settings).pcap
     configured = [cfg.interface] if isinstance(cfg.interface, str) else cfg.interface
     live = (interface or configured) if not files else interface
     if not files and not live:
@@ -884,7 +894,7 @@ def collect_pcap(
                 finally:
                     source.close()
             if live:
-                from rocescope.collectors.pcap_ring import RingCapture, capture_live
+                from rocescope.collectors.pcap.ring import RingCapture, capture_live
 
                 ring = RingCapture(
                     live,
@@ -983,8 +993,8 @@ def eval_cmd(
     job attribution and delay per kind, and findings on a clean baseline."""
     import json
 
-    from rocescope.analysis.eval import SCENARIOS, RunOutcome, evaluate
     from rocescope.analysis.present import scores_table
+    from rocescope.sim.evaluate import SCENARIOS, RunOutcome, evaluate
     from rocescope.sim.scenario import parse_duration
 
     kinds = kind or list(SCENARIOS)

@@ -12,11 +12,12 @@ import socket
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rocescope.cli import (
+    _collectors,
     _fail,
     _pick,
     _run_until_stopped,
@@ -30,6 +31,9 @@ from rocescope.cli import (
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.batch import Batch
 
+if TYPE_CHECKING:
+    from rocescope.collectors.common.health import Health
+
 log = logging.getLogger("rocescope.cli")
 
 
@@ -37,20 +41,11 @@ def _show(batches: Sequence[Batch], sort: Sequence[str], limit: int, columns: Se
     show_batches(batches, sort, limit, columns)
 
 
-def _health_lines(health: dict[str, object]) -> int:
-    from rocescope.collectors.polling import TargetHealth
-
-    down = 0
-    for name, h in health.items():
-        assert isinstance(h, TargetHealth)
-        down += not h.up
-        detail = f"; last error: {h.last_error}" if h.last_error else ""
-        console.print(
-            f"{name}: {'up' if h.up else 'DOWN'}, {h.polls} polls ({h.last_seconds:.2f} s last), {h.rows} rows, "
-            f"{h.malformed} malformed, {h.failures} failed{detail}",
-            highlight=False,
-        )
-    return down
+def _health_lines(health: dict[str, Health]) -> int:
+    """Each target's health as one line; the number of targets down."""
+    for h in health.values():
+        console.print(h.summary(), highlight=False)
+    return sum(not h.up for h in health.values())
 
 
 @collect_app.command("lldp")
@@ -96,7 +91,7 @@ def collect_lldp(
 
     try:
         settings = _settings()
-        cfg = settings.collectors.lldp
+        cfg = _collectors(settings).lldp
         mode = _pick(gnmi_mode, cfg.gnmi_mode)
         if mode not in ("get", "once"):
             raise typer.BadParameter("--gnmi-mode is get or once")
@@ -160,12 +155,19 @@ def collect_jobs(
     """Training jobs into `endpoints`: Kubeflow pods (rank, node) and the node NICs their ranks use.
 
     Sources given on the command line replace those of collectors.jobs."""
-    from rocescope.collectors.jobs import Inventory, JobsCollector, JobSource, KubeApi, PodListFile, StaticJobs
+    from rocescope.collectors.jobs.collector import (
+        Inventory,
+        JobsCollector,
+        JobSource,
+        KubeApi,
+        PodListFile,
+        StaticJobs,
+    )
     from rocescope.pipeline.runner import publishing
 
     try:
         settings = _settings()
-        cfg = settings.collectors.jobs
+        cfg = _collectors(settings).jobs
         if any(x is not None for x in (kubeconfig, in_cluster, static, pods)):
             cfg = cfg.model_copy(update={"kubeconfig": None, "in_cluster": False, "static": None, "pods": None})
         kubeconfig, static, pods = _pick(kubeconfig, cfg.kubeconfig), _pick(static, cfg.static), _pick(pods, cfg.pods)
@@ -218,8 +220,10 @@ def import_kind(
     at: str | None,
 ) -> None:
     """Import recorded device output of one kind through the configured transport."""
-    from rocescope.collectors import imports
-    from rocescope.collectors.jobs import Inventory, endpoints_batch, parse_pods
+    from rocescope.collectors import importers
+    from rocescope.collectors.common.json_text import load_json
+    from rocescope.collectors.common.rows import CounterRows
+    from rocescope.collectors.jobs.collector import Inventory, endpoints_batch, parse_pods
     from rocescope.collectors.lldp import links_batch, parse_lldpcli
     from rocescope.errors import DecodeError
     from rocescope.pipeline.runner import publishing
@@ -247,14 +251,14 @@ def import_kind(
 
             if kafka_topic:
                 servers = (bootstrap or ",".join(settings.kafka.bootstrap_servers)).split(",")
-                rows = imports.CounterRows()
+                rows = CounterRows()
                 bad_msgs = 0
-                for value in imports.kafka_messages(servers, kafka_topic, kafka_idle):
+                for value in importers.kafka_messages(servers, kafka_topic, kafka_idle):
                     try:
-                        imports.gnmic_rows(imports.gnmic_documents(value), device or "", rows)
+                        importers.gnmic_rows(importers.gnmic_documents(value), device or "", rows)
                     except DecodeError:
                         bad_msgs += 1
-                ship(imports.counters_batches(rows), f"kafka {kafka_topic}", rows.malformed + bad_msgs)
+                ship(rows.to_batches("switch", "import"), f"kafka {kafka_topic}", rows.malformed + bad_msgs)
             for path in files:
                 try:
                     data = path.read_bytes()
@@ -262,8 +266,9 @@ def import_kind(
                     raise DecodeError(f"{path}: {exc}") from exc
                 name = device or path.name.split(".")[0]
                 if kind is ImportKind.gnmic:
-                    rows = imports.gnmic_rows(imports.gnmic_documents(data), device or "")
-                    ship(imports.counters_batches(rows), str(path), rows.malformed, f", {rows.nonnumeric} non-numeric")
+                    rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
+                    batches = rows.to_batches("switch", "import")
+                    ship(batches, str(path), rows.malformed, f", {rows.nonnumeric} non-numeric")
                 elif kind is ImportKind.lldpcli:
                     found, bad = parse_lldpcli(data, name)
                     ship([links_batch(found, when, name)] if found else [], str(path), bad)
@@ -271,11 +276,11 @@ def import_kind(
                     placed, bad = parse_pods(data, inv, when)
                     ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
                 elif kind is ImportKind.sonic:
-                    rows, links, bad = imports.sonic_dump(imports.sonic_json(data, str(path)), name, when)
-                    batches = imports.counters_batches(rows) + ([links_batch(links, when, name)] if links else [])
-                    ship(batches, str(path), bad, f", {rows.unmapped} objects without a name map")
+                    rows, links, bad = importers.sonic_dump(load_json(data, str(path)), name, when)
+                    batches = rows.to_batches("switch", "import") + ([links_batch(links, when, name)] if links else [])
+                    ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
                 elif kind is ImportKind.pcap:
-                    from rocescope.collectors.pcap import PcapCollector, PcapFile
+                    from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
 
                     collector = PcapCollector(device or "import")
                     source = PcapFile(path)

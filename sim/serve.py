@@ -56,11 +56,11 @@ import pyarrow as pa
 import yaml
 
 from rocescope.catalog import METRICS_BY_NAME
-from rocescope.collectors.gnmi import GnmiCollector, GnmiPath, GnmiTarget
-from rocescope.collectors.nic import NicCollector
-from rocescope.collectors.nic_host import SysfsNicHost
-from rocescope.collectors.pcap import PcapCollector, PcapFile
-from rocescope.collectors.sysfs import DirSysfs
+from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiPath, GnmiTarget
+from rocescope.collectors.nic.collector import NicCollector
+from rocescope.collectors.nic.host import SysfsNicHost
+from rocescope.collectors.nic.sysfs import DirSysfs
+from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
 from rocescope.config import Settings
 from rocescope.errors import NicReadError, SimError
 from rocescope.pipeline.batch import Batch
@@ -429,7 +429,7 @@ class _SnmpSpeeds:
     """ifHighSpeed of every switch over SNMP, on a loop of its own; rows re-stamped with the fabric tick."""
 
     def __init__(self, server: FabricServer) -> None:
-        from rocescope.collectors.snmp import SnmpCollector, SnmpDevice
+        from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 
         devices = [
             SnmpDevice.from_mapping({"name": n, "host": a.host, "port": a.port, "community": a.community})

@@ -10,7 +10,7 @@ import pytest
 
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore, Store
-from rocescope.pipeline.tansu import Broker
+from rocescope.testbed.tansu import Broker
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -35,8 +35,8 @@ class ServedStore:
 
     def __init__(self, path: Path):
         from rocescope.config import StoreConfig
-        from rocescope.pipeline.chdb_http import ChdbHttpServer
         from rocescope.pipeline.store import ClickHouseStore
+        from rocescope.testbed.chdb_http import ChdbHttpServer
 
         self.engine = ChdbStore(path)
         self.http = ChdbHttpServer(self.engine.session).start()

@@ -21,7 +21,7 @@ from typer.testing import CliRunner
 from rocescope import schema
 from rocescope.cli import app
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
-from rocescope.pipeline.tansu import Broker, free_port
+from rocescope.testbed.tansu import Broker, free_port
 
 from samples import sample_batch, sample_table
 
@@ -249,7 +249,7 @@ def test_collect_nic_once_on_a_host_without_rdma(tmp_path: Path) -> None:
 
 def test_collect_snmp_once_against_snmpd(tmp_path: Path) -> None:
     """Real snmpd on loopback, one dead target; the community comes from the environment."""
-    from rocescope.collectors.snmp_testbed import Snmpd, free_udp_port, snmpd_path
+    from rocescope.testbed.snmpd import Snmpd, free_udp_port, snmpd_path
 
     if snmpd_path() is None:
         pytest.skip("Debian's snmpd is not installed (scripts/system-deps installs it as root)")

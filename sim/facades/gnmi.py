@@ -41,8 +41,8 @@ import numpy as np
 import pyarrow as pa
 
 from rocescope import catalog
-from rocescope.collectors.gnmi import is_sonic, path_elems
-from rocescope.collectors.gnmi_proto import GNMI_VERSION, pb
+from rocescope.collectors.gnmi.collector import is_sonic, path_elems
+from rocescope.collectors.gnmi.proto import GNMI_VERSION, pb
 from rocescope.sim.engine import Engine
 
 __all__ = ["GnmiFacade", "Leaf", "TickClock", "engine_source", "leaves_of", "serve_switches"]

@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 
-from rocescope.collectors.gnmi_proto import GNMI_VERSION, pb
+from rocescope.collectors.gnmi.proto import GNMI_VERSION, pb
 from rocescope.sim.facades.lldp import chassis_mac
 from rocescope.sim.topology import Topology
 

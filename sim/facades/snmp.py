@@ -2,7 +2,7 @@
 
 A small responder on pysnmp's protocol layer (BER via pyasn1, `pysnmp.proto.api` v2c messages): GET,
 GETNEXT and GETBULK over a sorted OID table rebuilt from `source()` (the switch's latest `counters`
-table) whenever that table's timestamp changes. What the real `rocescope.collectors.snmp` walks:
+table) whenever that table's timestamp changes. What the real `rocescope.collectors.snmp.collector` walks:
 
 * IF-MIB ifTable: ifDescr, ifOperStatus (1 up / 2 down), ifInDiscards, ifInErrors (FCS errors),
   ifOutDiscards, ifOutErrors (0): Counter32, wrapping at 2^32 as a device's would;

@@ -8,9 +8,9 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from rocescope.analysis.eval import Truth
 from rocescope.analysis.frames import Window
 from rocescope.pipeline.store import ChdbStore
+from rocescope.sim.evaluate import Truth
 from rocescope.sim.run import RunSummary
 
 

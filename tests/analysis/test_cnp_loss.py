@@ -5,11 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.evaluate import score
 from rocescope.sim.scenario import load_scenario
 
-from conftest import Landed
+from landed import Landed
 
 CNP = ["cnp_loss"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 import datetime as dt
 import json
 
-from rocescope.analysis.eval import Truth, score
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Window
 from rocescope.pipeline.store import Store
+from rocescope.sim.evaluate import Truth, score
 
 
 def storm(start: dt.datetime, end: dt.datetime, port: str = "leaf-1:Ethernet0") -> Finding:

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rocescope.analysis.eval import Truth, score
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.evaluate import Truth, score
 
-from conftest import Landed
+from landed import Landed
 
 INCAST = ["incast"]
 

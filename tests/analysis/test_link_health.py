@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.evaluate import score
 from rocescope.sim.scenario import Scenario, load_scenario
 
-from conftest import Landed
+from landed import Landed
 
 LINK = ["link_health"]
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rocescope.analysis.detectors.pfc_deadlock import shortest_cycle, strongly_connected
-from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.evaluate import score
 
-from conftest import Landed
+from landed import Landed
 
 DEADLOCK = ["pfc_deadlock"]
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.sim.evaluate import score
 
 from landed import Landed
 

@@ -11,12 +11,12 @@ import pyarrow as pa
 import pytest
 
 from rocescope.analysis.detectors.polarization import chance_idle, imbalance
-from rocescope.analysis.eval import score
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.pipeline.batch import conform
+from rocescope.sim.evaluate import score
 from rocescope.sim.scenario import load_scenario
 
-from conftest import Landed
+from landed import Landed
 
 POL = ["polarization"]
 

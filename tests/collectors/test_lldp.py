@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rocescope.cli import app
-from rocescope.collectors.gnmi import GnmiTarget
-from rocescope.collectors.gnmi_proto import pb
+from rocescope.collectors.gnmi.collector import GnmiTarget
+from rocescope.collectors.gnmi.proto import pb
 from rocescope.collectors.lldp import (
     GnmiLldpSource,
     HostLldp,
@@ -185,7 +185,7 @@ def test_one_failing_target_never_stops_the_others(topo: Topology) -> None:
     assert h["gpu-001"].up and not h["gpu-002"].up and not h["leaf-x"].up
     assert c.metrics.value("rocescope_lldp_poll_failures_total", target="gpu-002") == 1
     assert c.metrics.value("rocescope_lldp_polls_total", target="gpu-001") == 1
-    assert c.metrics.value("rocescope_lldp_rows_total", target="gpu-001") == 2
+    assert c.metrics.value("rocescope_lldp_values_total", target="gpu-001") == 2
 
 
 def test_cli_once_prints_then_run_lands_links(topo: Topology, tmp_path: Path) -> None:

@@ -21,7 +21,6 @@ from typing import Any
 import jsonschema
 import pytest
 import yaml
-from grafana_macros import Request, expand, replace_variables
 from typer.testing import CliRunner
 
 from rocescope.analysis.frames import Window
@@ -33,6 +32,8 @@ from rocescope.dashboards import queries as q
 from rocescope.pipeline.store import ChdbStore
 from rocescope.sim.run import RunSummary, run_scenario
 from rocescope.sim.scenario import load_scenario
+
+from grafana_macros import Request, expand, replace_variables
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = Path(os.environ.get("ROCESCOPE_GRAFANA_SCHEMA_CACHE", ROOT / ".cache" / "grafana-schema"))

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocescope.deploy import owner, owns, parse_shard, shard_targets
+from rocescope.collectors.common.sharding import owner, owns, parse_shard, shard_targets
 from rocescope.errors import ConfigError
 
 TARGETS = [f"leaf-r{r}-{i:02d}" for r in range(8) for i in range(32)] + [f"spine-{i:02d}" for i in range(64)]

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rocescope.pipeline.tansu import Broker
+from rocescope.testbed.tansu import Broker
 
 from harness import LoopbackS3
 

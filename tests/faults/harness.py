@@ -31,7 +31,7 @@ from rocescope.errors import TransportError
 from rocescope.pipeline.batch import Batch, conform
 from rocescope.pipeline.kafka import KafkaBatchProducer
 from rocescope.pipeline.store import Store
-from rocescope.pipeline.tansu import free_port
+from rocescope.testbed.tansu import free_port
 
 FULL = os.environ.get("ROCESCOPE_FAULTS_FULL") == "1"
 ROCESCOPE = str(Path(sys.executable).parent / "rocescope")

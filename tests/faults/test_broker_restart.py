@@ -24,7 +24,7 @@ from rocescope.pipeline.kafka import KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ChdbStore
-from rocescope.pipeline.tansu import Broker
+from rocescope.testbed.tansu import Broker
 
 from harness import (
     SteadyProducer,

@@ -22,7 +22,7 @@ import pytest
 from rocescope import schema
 from rocescope.pipeline.kafka import KafkaTransport
 from rocescope.pipeline.store import ChdbStore
-from rocescope.pipeline.tansu import Broker
+from rocescope.testbed.tansu import Broker
 
 from harness import SinkProcess, landed_rows, print_table, rss_mb, scaled, sink_config, wait_for, wait_settled
 

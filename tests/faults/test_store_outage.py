@@ -25,7 +25,7 @@ from rocescope.pipeline.kafka import KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
 from rocescope.pipeline.store import ClickHouseStore
-from rocescope.pipeline.tansu import Broker, free_port
+from rocescope.testbed.tansu import Broker, free_port
 
 from harness import (
     ROCESCOPE,

@@ -35,14 +35,14 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocescope.collectors.gnmi import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
-from rocescope.collectors.gnmi_proto import pb
-from rocescope.collectors.snmp import SnmpCollector, SnmpDevice, V2c
-from rocescope.collectors.snmp_testbed import GarbageAgent, Snmpd, snmpd_path
+from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
+from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice, V2c
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.transport import InProcessBus
 from rocescope.sim.facades.gnmi import GnmiFacade
+from rocescope.testbed.snmpd import GarbageAgent, Snmpd, snmpd_path
 
 REAL = Path(__file__).resolve().parents[1] / "fixtures" / "realdata" / "04_gnmi_sonic"
 PORT_COUNTERS = REAL / "sonic-gnmi_COUNTERS_Ethernet68.txt"

@@ -16,7 +16,7 @@ import atheris
 
 with atheris.instrument_imports(include=["rocescope"]):
     from rocescope import schema
-    from rocescope.collectors.pcap_fast import UnsupportedCapture, decode_pcap
+    from rocescope.collectors.pcap.fast import UnsupportedCapture, decode_pcap
     from rocescope.errors import DecodeError, SchemaError
     from rocescope.pipeline.batch import decode
 

@@ -13,11 +13,11 @@ import time
 from pathlib import Path
 
 import pytest
-from fuzzing import REAL, SEED, count, record
 
 from rocescope import schema
 from rocescope.pipeline.batch import encode
 
+from fuzzing import REAL, SEED, count, record
 from samples import sample_batch
 
 pytest.importorskip("atheris", reason="atheris has wheels for Linux x86_64 only (pyproject's marker)")

@@ -9,12 +9,13 @@ from pathlib import Path
 import pytest
 
 from rocescope import config
-from rocescope.collectors import imports
-from rocescope.collectors.gnmi import GnmiDecoder, parse_path
-from rocescope.collectors.gnmi_proto import pb
-from rocescope.collectors.jobs import Inventory, parse_pods
+from rocescope.collectors import importers
+from rocescope.collectors.common.json_text import load_json
+from rocescope.collectors.gnmi.collector import GnmiDecoder, parse_path
+from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.jobs.collector import Inventory, parse_pods
 from rocescope.collectors.lldp import links_batch, parse_lldpcli
-from rocescope.collectors.snmp import OBJECTS, _batch, normalize
+from rocescope.collectors.snmp.collector import OBJECTS, _batch, normalize
 from rocescope.errors import ConfigError
 
 AT = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
@@ -23,24 +24,24 @@ GOOD = {"name": "s", "timestamp": 5, "tags": {"source": "leaf1"}, "values": {"/i
 
 @pytest.mark.parametrize("ts", [2**70, -1, 1e309, "1e309"])
 def test_gnmic_absurd_timestamp_skips_one_event(ts: object) -> None:
-    """imports._timestamp: an out-of-range timestamp failed the whole import when the batch was built
+    """importers._timestamp: an out-of-range timestamp failed the whole import when the batch was built
     (OverflowError), and infinity escaped gnmic_rows (OverflowError is no ValueError)."""
     text = json.dumps([GOOD, {**GOOD, "timestamp": ts}, GOOD]).replace('"1e309"', "1e309")
-    rows = imports.gnmic_rows(imports.gnmic_documents(text))
+    rows = importers.gnmic_rows(importers.gnmic_documents(text))
     assert rows.malformed == 1 and len(rows) == 2
-    assert sum(b.num_rows for b in imports.counters_batches(rows)) == 2
+    assert sum(b.num_rows for b in rows.to_batches("switch", "import")) == 2
 
 
 def test_lone_surrogates_do_not_fail_the_batch() -> None:
-    """collectors/json_text.py: JSON `\\ud800` (or its UTF-8 bytes) decoded to a str Arrow cannot encode,
+    """collectors/common/json_text.py: JSON `\\ud800` (or its UTF-8 bytes) decoded to a str Arrow cannot encode,
     so one garbled name failed the batch with every good row in it; now replaced by '?'."""
     event = json.dumps([GOOD, {**GOOD, "tags": {"source": "leaf\\ud800"}}]).replace("\\\\ud800", "\\ud800")
-    rows = imports.gnmic_rows(imports.gnmic_documents(event.encode()))
-    assert {b.key for b in imports.counters_batches(rows)} == {"leaf1", "leaf?"}
+    rows = importers.gnmic_rows(importers.gnmic_documents(event.encode()))
+    assert {b.key for b in rows.to_batches("switch", "import")} == {"leaf1", "leaf?"}
 
     dump = b'{"COUNTERS_PORT_NAME_MAP": {"Ethernet0": "oid:0x1"}, "COUNTERS:oid:0x1": {"SAI_\xed\xa0\x80": "7"}}'
-    rows, _, _ = imports.sonic_dump(imports.sonic_json(dump, "dump"), "sw", AT)
-    assert sum(b.num_rows for b in imports.counters_batches(rows)) == 1
+    rows, _, _ = importers.sonic_dump(load_json(dump, "dump"), "sw", AT)
+    assert sum(b.num_rows for b in rows.to_batches("switch", "import")) == 1
 
     lldp = {
         "lldp": {
@@ -66,7 +67,7 @@ def test_lone_surrogates_do_not_fail_the_batch() -> None:
 
 
 def test_snmp_index_beyond_ifindex_range_is_malformed() -> None:
-    """collectors/snmp.py _MAX_IFINDEX: an OID arc past int64 failed the whole poll's batch (OverflowError)."""
+    """snmp/collector.py _MAX_IFINDEX: an OID arc past int64 failed the whole poll's batch (OverflowError)."""
     root = OBJECTS["ifHCInOctets"].oid
     rows = [((*root, 5), 10), ((*root, 2**64), 11), ((*root, 2**31), 12)]
     norm = normalize(rows, [OBJECTS["ifHCInOctets"]])

@@ -18,11 +18,11 @@ from pathlib import Path
 import pytest
 from prometheus_client import CollectorRegistry
 
-from rocescope.collectors.capabilities import CAPABILITIES, PrivilegeError, check_ebpf, effective
+from rocescope.collectors.ebpf.capabilities import CAPABILITIES, PrivilegeError, check_ebpf, effective
 from rocescope.config import SinkConfig
-from rocescope.pipeline.chdb_http import ChdbHttpServer
 from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.store import ChdbStore
+from rocescope.testbed.chdb_http import ChdbHttpServer
 
 ROCESCOPE = str(Path(sys.executable).with_name("rocescope"))
 
@@ -119,7 +119,7 @@ def test_collect_ebpf_refuses_root_without_the_flag() -> None:
 def test_least_privilege_passes_the_check() -> None:
     """Root with the kernel-rewriting capabilities dropped from its bounding set (as a pod or a systemd unit
     would run it): the check passes without the flag."""
-    code = "from rocescope.collectors.capabilities import check_ebpf; print(check_ebpf(xdp=True))"
+    code = "from rocescope.collectors.ebpf.capabilities import check_ebpf; print(check_ebpf(xdp=True))"
     done = subprocess.run(
         ["setpriv", "--bounding-set", "-sys_module,-sys_rawio", "--", sys.executable, "-c", code],
         capture_output=True,

@@ -2,7 +2,7 @@
 show in `rocescope config --dump`, in error messages, or in logs.
 
 TLS end to end: the gNMI path (grpc TLS with a test-made CA, username/password metadata) is tested in
-tests/collectors/test_gnmi.py::test_tls_and_credentials; the ClickHouse path (clickhouse-connect over
+tests/collectors/gnmi/test_collector.py::test_tls_and_credentials; the ClickHouse path (clickhouse-connect over
 https to the embedded store's HTTP facade, certificates made here) is tested below.
 """
 
@@ -20,12 +20,12 @@ from typer.testing import CliRunner
 
 from rocescope import config
 from rocescope.cli import app
-from rocescope.collectors.gnmi import GnmiCollector, GnmiTarget, load_targets
+from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiTarget, load_targets
 from rocescope.config import StoreConfig
 from rocescope.errors import ConfigError, StoreError
-from rocescope.pipeline.chdb_http import ChdbHttpServer
 from rocescope.pipeline.store import ChdbStore, ClickHouseStore
 from rocescope.sim.facades.gnmi import GnmiFacade
+from rocescope.testbed.chdb_http import ChdbHttpServer
 
 from certs import make_pki
 

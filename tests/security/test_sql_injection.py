@@ -24,9 +24,9 @@ from rocescope.analysis.frames import Window
 from rocescope.analysis.present import load_findings
 from rocescope.analysis.report import build_report
 from rocescope.cli import app
-from rocescope.collectors.gnmi import GnmiDecoder, parse_path
-from rocescope.collectors.gnmi_proto import pb
-from rocescope.collectors.jobs import Inventory, endpoints_batch, parse_pods
+from rocescope.collectors.gnmi.collector import GnmiDecoder, parse_path
+from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.jobs.collector import Inventory, endpoints_batch, parse_pods
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore, Store
 from rocescope.sim.facades.pods import pod_list_json

@@ -1,0 +1,61 @@
+"""The `collectors:` section of the config: one typed sub-section per source, each owned by its package.
+
+The core config keeps this section as it was given (a mapping); `CollectorsConfig.of(settings)`
+validates it, so `rocescope.config` needs no collector and the CLI still refuses a bad section at start.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Literal
+
+from pydantic import Field, ValidationError
+
+from rocescope.collectors.common.config import Entry, Strict
+from rocescope.collectors.ebpf.config import EbpfSection
+from rocescope.collectors.gnmi.config import GnmiSection
+from rocescope.collectors.jobs.config import JobsSection
+from rocescope.collectors.nic.config import NicSection
+from rocescope.collectors.pcap.config import PcapSection
+from rocescope.collectors.snmp.config import SnmpSection
+from rocescope.config import Settings, describe_errors
+from rocescope.errors import ConfigError
+
+__all__ = ["CollectorsConfig"]
+
+
+class LldpHostEntry(Entry):
+    """A host whose `lldpcli -f json show neighbors` is read by running `command` or reading `file`."""
+
+    command: list[str] | None = None
+    file: Path | None = None
+    timeout_s: float = Field(10.0, gt=0)
+
+
+class LldpSection(Strict):
+    hosts: list[LldpHostEntry] = Field(default_factory=list)
+    gnmi: bool = Field(False, description="Also the switches of collectors.gnmi.targets (openconfig-lldp).")
+    gnmi_mode: Literal["get", "once"] = "get"
+    local: bool = Field(True, description="This host's lldpcli when no hosts are listed.")
+    hostname: str | None = None
+    interval_s: float = Field(60.0, gt=0)
+
+
+class CollectorsConfig(Strict):
+    """Per-collector settings; each `rocescope collect <x>` flag overrides its key here."""
+
+    gnmi: GnmiSection = GnmiSection()
+    snmp: SnmpSection = SnmpSection()
+    nic: NicSection = NicSection()
+    ebpf: EbpfSection = EbpfSection()
+    pcap: PcapSection = PcapSection()
+    lldp: LldpSection = LldpSection()
+    jobs: JobsSection = JobsSection()
+
+    @classmethod
+    def of(cls, settings: Settings) -> CollectorsConfig:
+        """The validated `collectors:` section of `settings`; ConfigError naming each bad key."""
+        try:
+            return cls.model_validate(settings.collectors)
+        except ValidationError as exc:
+            raise ConfigError(f"invalid config: {describe_errors(exc, 'collectors')}") from None

@@ -1,0 +1,1 @@
+"""rocescope.collectors.nic"""

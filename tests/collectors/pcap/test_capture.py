@@ -1,0 +1,98 @@
+"""Real RoCEv2 captures decoded by real tshark (through pyshark) into the `packets` stream."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from rocescope import schema
+from rocescope.collectors.pcap.collector import CNP_OPCODE, PcapCollector, PcapFile
+from rocescope.errors import DecodeError
+from rocescope.pipeline.batch import decode, encode
+from rocescope.pipeline.migrations import migrate
+from rocescope.pipeline.store import ChdbStore
+
+PCAPS = Path(__file__).parents[2] / "fixtures" / "realdata" / "03_pcap"
+pytestmark = pytest.mark.skipif(
+    shutil.which("tshark") is None, reason="tshark is not installed (scripts/test installs it)"
+)
+
+
+def _collect(path: Path, point: str = "gpu-001/eth0") -> tuple[pa.Table, PcapCollector, PcapFile]:
+    collector = PcapCollector(point, sampling_rate=1)
+    source = PcapFile(path)
+    batches = list(collector.collect(source))
+    source.close()
+    return pa.Table.from_batches([b.data for b in batches], schema=schema.arrow_schema("packets")), collector, source
+
+
+def test_cnp_from_a_connectx4_lx() -> None:
+    """The one public capture of a real CNP: its BTH, BECN and DSCP come out as the NIC sent them."""
+    table, collector, _ = _collect(PCAPS / "scapy_realpkts_cnp_cx4lx_and_rocev1.pcap")
+    assert table.num_rows == 1
+    cnp = table.to_pylist()[0]
+    assert cnp["opcode"] == CNP_OPCODE
+    assert cnp["becn"] == 1
+    assert cnp["dest_qp"] == 0x118
+    assert (cnp["src_ip"], cnp["dst_ip"], cnp["udp_sport"]) == ("10.0.17.1", "10.0.18.1", 0)
+    assert (cnp["dscp"], cnp["ecn"], cnp["pkey"], cnp["length"]) == (48, 2, 0xFFFF, 74)
+    assert cnp["ts"].timestamp() == 1600000000
+    # the two RoCEv1 frames in the same file are not RoCEv2: skipped and counted, not guessed at
+    assert collector.skipped == {"RoCEv1 or native InfiniBand (no UDP/IP)": 2}
+
+
+def test_soft_roce_rdma_write_capture() -> None:
+    table, collector, _ = _collect(PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap")
+    assert table.num_rows == 20  # tshark -Y 'udp.dstport==4791' counts 20 of the 60 frames
+    assert collector.skipped["not infiniband"] == 40
+    rows = table.to_pylist()
+    assert {r["dst_ip"] for r in rows} <= {"10.1.16.61", "10.1.16.62"}
+    assert all(r["becn"] == 0 for r in rows)
+    assert all(49152 <= r["udp_sport"] <= 65535 for r in rows if r["opcode"] != 100)  # RoCE's entropy range
+    writes = [r for r in rows if r["opcode"] in (6, 7, 8, 10)]  # RC RDMA WRITE First/Middle/Last/Only
+    assert writes, "an RDMA write benchmark carries RDMA WRITE packets"
+    psns = [r["psn"] for r in rows if r["src_ip"] == writes[0]["src_ip"] and r["dest_qp"] == writes[0]["dest_qp"]]
+    assert psns == sorted(psns), "PSNs of one QP increase"
+
+
+def test_native_infiniband_is_not_roce() -> None:
+    table, collector, _ = _collect(PCAPS / "native_infiniband_erf.pcap")
+    assert table.num_rows == 0
+    assert sum(collector.skipped.values()) == 43
+
+
+def test_truncated_capture_keeps_what_came_before(tmp_path: Path) -> None:
+    whole, _, _ = _collect(PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap")
+    cut = tmp_path / "cut.pcap"
+    cut.write_bytes((PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap").read_bytes()[:9000])
+    table, collector, source = _collect(cut)
+    assert 0 < table.num_rows < whole.num_rows
+    assert table.to_pylist() == whole.slice(0, table.num_rows).to_pylist()
+    assert collector.source_errors == 1 and source.error is not None and "cut short" in source.error
+
+
+def test_garbage_and_missing_files(tmp_path: Path) -> None:
+    junk = tmp_path / "junk.pcap"
+    junk.write_bytes(b"\x17" * 300)
+    table, collector, source = _collect(junk)
+    assert table.num_rows == 0 and collector.source_errors == 1
+    assert source.error is not None and "format" in source.error
+    with pytest.raises(DecodeError, match="no such capture file"):
+        PcapFile(tmp_path / "nope.pcap")
+
+
+def test_packets_travel_and_land(tmp_path: Path) -> None:
+    collector = PcapCollector("leaf-r0-01/mirror", sampling_rate=1000)
+    source = PcapFile(PCAPS / "rdma_ib_tutorial_rdma_cm.pcap")
+    batches = [decode("packets", encode(b)) for b in collector.collect(source, batch_rows=40)]
+    source.close()
+    assert [b.num_rows for b in batches] == [40, 40, 16]
+    with ChdbStore(tmp_path / "db") as store:
+        migrate(store, ttl_days=0)  # the capture is months old: keep it
+        for batch in batches:
+            store.insert("packets", pa.Table.from_batches([batch.data]))
+        got = store.query_arrow("SELECT count() AS n, any(sampling_rate) AS s, any(capture_point) AS c FROM packets")
+    assert got.to_pylist() == [{"n": 96, "s": 1000, "c": "leaf-r0-01/mirror"}]
