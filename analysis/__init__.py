@@ -1,1 +1,10 @@
-"""rocescope.analysis"""
+"""`frames.py`: one window's data as polars frames (aligned series, rates, totals), read from the store
+`fabric.py`: the topology as the analysis sees it (LLDP `links`, tiers, port kinds)
+`episodes.py`: consecutive samples meeting a condition, joined into time spans
+`findings.py`: what a detector reports and how it lands in the `findings` table
+`run.py`: one analysis run: every enabled detector over a window, findings attributed to jobs
+`present.py`: findings as terminal tables and JSON, ranked per job
+`detectors/`: one module per problem
+`report/`: the HTML incident report
+`notebooks/`: the incident notebook
+"""

@@ -1,4 +1,4 @@
-"""Findings and evaluation scores as terminal tables (rich) and JSON, for the CLI and the demo."""
+"""Findings as terminal tables (rich) and JSON, for the CLI, the demo and the report; their ranking per job."""
 
 from __future__ import annotations
 
@@ -13,7 +13,6 @@ from rich.table import Table
 
 from rocescope.analysis.findings import SEVERITIES
 from rocescope.pipeline.store import Store
-from rocescope.sim.evaluate import KindScore
 
 SEVERITY_STYLE = {"critical": "bold red", "warning": "yellow", "info": "dim"}
 NO_JOB = "(no job)"
@@ -37,7 +36,8 @@ def load_findings(
     return rows
 
 
-def _rank(row: Mapping[str, Any]) -> tuple[int, float]:
+def severity_rank(row: Mapping[str, Any]) -> tuple[int, float]:
+    """Sort key: the most severe first, then the highest score."""
     sev = row["severity"]
     return (-(SEVERITIES.index(sev) if sev in SEVERITIES else 0), -float(row["score"]))
 
@@ -49,8 +49,8 @@ def by_job(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[st
         for job in r["job_ids"] or [NO_JOB]:
             groups[job].append(r)
     for g in groups.values():
-        g.sort(key=_rank)
-    return sorted(groups.items(), key=lambda kv: (_rank(kv[1][0]), -len(kv[1]), kv[0]))
+        g.sort(key=severity_rank)
+    return sorted(groups.items(), key=lambda kv: (severity_rank(kv[1][0]), -len(kv[1]), kv[0]))
 
 
 def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
@@ -89,31 +89,3 @@ def findings_json(rows: Sequence[Mapping[str, Any]]) -> str:
         d["evidence"] = json.loads(r["evidence"]) if r.get("evidence") else {}
         out.append(d)
     return json.dumps(out, indent=2)
-
-
-def scores_table(scores: Mapping[str, KindScore], title: str = "detector evaluation") -> Table:
-    t = Table(
-        title=title, title_justify="left", caption="delay in sampling intervals", caption_justify="left",
-        box=box.SIMPLE_HEAD, pad_edge=False,
-    )  # fmt: skip
-    # short headers and no wrapping, so the table stays whole in an 80-column terminal or a CI log
-    for col in ("kind", "truth", "found", "prec", "recall", "local", "jobs", "delay50", "max"):
-        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
-    for kind in sorted(scores):
-        d = scores[kind].as_dict()
-
-        def cell(v: float) -> str:
-            return f"[{'green' if v >= 0.95 else 'red'}]{v:.3f}[/]"
-
-        t.add_row(
-            kind,
-            str(d["incidents"]),
-            str(d["findings"]),
-            cell(d["precision"]),
-            cell(d["recall"]) if d["incidents"] else "-",
-            cell(d["localization"]) if d["incidents"] else "-",
-            cell(d["job_attribution"]) if d["incidents"] else "-",
-            "-" if d["delay_p50_intervals"] is None else f"{d['delay_p50_intervals']:.1f}",
-            "-" if d["delay_max_intervals"] is None else f"{d['delay_max_intervals']:.1f}",
-        )
-    return t

@@ -15,7 +15,15 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
-from rocescope.analysis.detectors import DETECTORS
+from rocescope.analysis.detectors import (
+    cnp_loss,
+    incast,
+    link_health,
+    microburst,
+    pfc_deadlock,
+    pfc_storm,
+    polarization,
+)
 from rocescope.analysis.detectors.base import Context, Detector
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding, write_findings
@@ -25,6 +33,17 @@ from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
+
+#: The detector suite, in run order.
+DETECTORS: tuple[Detector[Any], ...] = (
+    pfc_storm.DETECTOR,
+    pfc_deadlock.DETECTOR,
+    polarization.DETECTOR,
+    incast.DETECTOR,
+    microburst.DETECTOR,
+    cnp_loss.DETECTOR,
+    link_health.DETECTOR,
+)
 
 
 @dataclass

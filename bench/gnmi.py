@@ -28,8 +28,11 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
+from rocescope.collectors.gnmi.collector import GnmiCollector
+from rocescope.collectors.gnmi.decode import GnmiDecoder
+from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.gnmi.targets import GnmiPath, GnmiTarget
 
 PORT_FIELDS = (
     "SAI_PORT_STAT_IF_IN_OCTETS",

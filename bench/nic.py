@@ -23,8 +23,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from rocescope.collectors.nic.collector import FixtureHost, FixtureNic, LiveHost, NicCollector, NicHost
-from rocescope.collectors.nic.host import NET
+from rocescope.collectors.nic.collector import NicCollector
+from rocescope.collectors.nic.host import NET, FixtureHost, FixtureNic, LiveHost, NicHost
 from rocescope.collectors.nic.sysfs import MemorySysfs
 
 REALDATA = Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "realdata"

@@ -14,8 +14,9 @@ from pathlib import Path
 
 import numpy as np
 
-from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
+from rocescope.collectors.pcap.collector import PcapCollector
 from rocescope.collectors.pcap.fast import batches, decode_pcap
+from rocescope.collectors.pcap.tshark import PcapFile
 
 FIXTURE = (
     Path(__file__).parent.parent / "tests" / "fixtures" / "realdata" / "03_pcap" / "rdma_ib_tutorial_rdma_write_bw.pcap"

@@ -36,8 +36,8 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
-from rocescope.collectors.snmp.agent import EnginePool, PysnmpAgent, SnmpAgent, run_sync
-from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice, V2c
+from rocescope.collectors.snmp.agent import EnginePool, PysnmpAgent, SnmpAgent, V2c, run_sync
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 from rocescope.testbed.snmpd import (
     Netns,
     Snmpd,

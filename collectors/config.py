@@ -6,15 +6,13 @@ validates it, so `rocescope.config` needs no collector and the CLI still refuses
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Literal
+from pydantic import ValidationError
 
-from pydantic import Field, ValidationError
-
-from rocescope.collectors.common.config import Entry, Strict
+from rocescope.collectors.common.config import Strict
 from rocescope.collectors.ebpf.config import EbpfSection
 from rocescope.collectors.gnmi.config import GnmiSection
 from rocescope.collectors.jobs.config import JobsSection
+from rocescope.collectors.lldp.config import LldpSection
 from rocescope.collectors.nic.config import NicSection
 from rocescope.collectors.pcap.config import PcapSection
 from rocescope.collectors.snmp.config import SnmpSection
@@ -22,23 +20,6 @@ from rocescope.config import Settings, describe_errors
 from rocescope.errors import ConfigError
 
 __all__ = ["CollectorsConfig"]
-
-
-class LldpHostEntry(Entry):
-    """A host whose `lldpcli -f json show neighbors` is read by running `command` or reading `file`."""
-
-    command: list[str] | None = None
-    file: Path | None = None
-    timeout_s: float = Field(10.0, gt=0)
-
-
-class LldpSection(Strict):
-    hosts: list[LldpHostEntry] = Field(default_factory=list)
-    gnmi: bool = Field(False, description="Also the switches of collectors.gnmi.targets (openconfig-lldp).")
-    gnmi_mode: Literal["get", "once"] = "get"
-    local: bool = Field(True, description="This host's lldpcli when no hosts are listed.")
-    hostname: str | None = None
-    interval_s: float = Field(60.0, gt=0)
 
 
 class CollectorsConfig(Strict):

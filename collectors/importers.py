@@ -27,8 +27,9 @@ from typing import Any
 
 from rocescope.collectors.common.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.common.rows import CounterRows
-from rocescope.collectors.gnmi.collector import UNKNOWN_PREFIX, parse_path, path_elems, resolve_elems
-from rocescope.collectors.lldp import Neighbor, peer_port
+from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX, resolve_elems
+from rocescope.collectors.gnmi.paths import parse_path, path_elems
+from rocescope.collectors.lldp.parse import Neighbor, peer_port
 from rocescope.errors import DecodeError
 
 __all__ = [

@@ -1,1 +1,19 @@
-"""rocescope.sim"""
+"""`scenario.py`: scenario files (fabric, jobs, hashing, incidents) as small YAML; `scenarios/` the shipped ones
+`topology.py`: the fabric's static shape, a leaf-spine named like real gear
+`jobs.py`: training jobs and the RoCE flows their collectives put on the wire
+`roce.py`: RoCEv2 5-tuples, QP numbers and UDP source ports
+`ecmp.py`: ECMP path selection per switch hash function and seed
+`params.py`: the fluid model's knobs with field defaults
+`engine.py`: the fluid model (described there): `Engine` with its incident knobs and probes
+`stepper.py`: the engine's mechanics: arrays over time, paths, clock, scheduled actions, snapshots
+`arrays.py`: the kernel's arrays built from topology, jobs and flows; routed paths written into them
+`kernel.py`: the compiled time step (numba)
+`counters.py`: what the simulated devices report, as columnar snapshots
+`incidents.py`: a scenario to a running world: engine, incidents armed, ground truth
+`mirror.py`: the packet mirror: sampled RoCEv2 packets as rows and pcapng files
+`run.py`: the fast path: a scenario's telemetry straight into the store through the pipeline
+`serve.py`: a scenario served over the protocols and collected back in lockstep
+`collection.py`: the collectors of a served run (NIC fleet, SNMP speeds, LLDP links, mirror files)
+`facades/`: what the fabric serves to real collectors, one module per protocol
+`evaluate.py`: the evaluation harness: detectors scored against ground truth
+"""

@@ -11,7 +11,7 @@ window; findings are matched to the ground truth:
 * job attribution = matched incidents whose best finding names exactly the incident's jobs;
 * delay = best finding's start - incident start, in sampling intervals (target: <= 2).
 
-Clean baselines count every finding as a false positive.
+Clean baselines count every finding as a false positive. `scores_table` shows the scores in a terminal.
 """
 
 from __future__ import annotations
@@ -21,10 +21,13 @@ import logging
 import statistics
 import tempfile
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from rich import box
+from rich.table import Table
 
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Window
@@ -214,3 +217,32 @@ def evaluate(
             if on_run is not None:
                 on_run(outcome)
     return total, runs
+
+
+def scores_table(scores: Mapping[str, KindScore], title: str = "detector evaluation") -> Table:
+    """The scores per kind as a rich table; ratios below 0.95 in red."""
+    t = Table(
+        title=title, title_justify="left", caption="delay in sampling intervals", caption_justify="left",
+        box=box.SIMPLE_HEAD, pad_edge=False,
+    )  # fmt: skip
+    # short headers and no wrapping, so the table stays whole in an 80-column terminal or a CI log
+    for col in ("kind", "truth", "found", "prec", "recall", "local", "jobs", "delay50", "max"):
+        t.add_column(col, justify="left" if col == "kind" else "right", no_wrap=True)
+    for kind in sorted(scores):
+        d = scores[kind].as_dict()
+
+        def cell(v: float) -> str:
+            return f"[{'green' if v >= 0.95 else 'red'}]{v:.3f}[/]"
+
+        t.add_row(
+            kind,
+            str(d["incidents"]),
+            str(d["findings"]),
+            cell(d["precision"]),
+            cell(d["recall"]) if d["incidents"] else "-",
+            cell(d["localization"]) if d["incidents"] else "-",
+            cell(d["job_attribution"]) if d["incidents"] else "-",
+            "-" if d["delay_p50_intervals"] is None else f"{d['delay_p50_intervals']:.1f}",
+            "-" if d["delay_max_intervals"] is None else f"{d['delay_max_intervals']:.1f}",
+        )
+    return t

@@ -139,7 +139,7 @@ def static_tables(world: World) -> dict[str, pa.Table]:
     }
 
 
-def _progress(enabled: bool, total: float, label: str) -> Any:
+def progress_bar(enabled: bool, total: float, label: str) -> Any:
     if not enabled:
         return nullcontext(None)
     from rich.console import Console
@@ -170,7 +170,7 @@ def simulate(
     if mirror is not None and not world.scenario.mirror.enabled:
         mirror = None
     polls = 0
-    with _progress(progress, world.duration_s, world.scenario.name) as bar:
+    with progress_bar(progress, world.duration_s, world.scenario.name) as bar:
         task = bar.add_task(world.scenario.name, total=world.duration_s) if bar is not None else None
 
         def on_poll(ts: dt.datetime, engine: Engine) -> None:
@@ -191,7 +191,7 @@ def simulate(
     return wall, polls
 
 
-def _publish(producer: Producer, stream: str, table: pa.Table, key: str, rows: dict[str, int]) -> None:
+def publish_table(producer: Producer, stream: str, table: pa.Table, key: str, rows: dict[str, int]) -> None:
     for rb in table.to_batches():
         if rb.num_rows:
             producer.publish(Batch(stream, rb, key))
@@ -221,16 +221,16 @@ def run_scenario(
     t0 = time.perf_counter()
     with publishing(settings) as (producer, _metrics):
         for stream, table in static_tables(world).items():
-            _publish(producer, stream, table, SOURCE, rows)
+            publish_table(producer, stream, table, SOURCE, rows)
         for stream in ("links", "endpoints", "incidents", "counters", "packets"):
             rows.setdefault(stream, 0)
 
         def land(_ts: dt.datetime, table: pa.Table) -> None:
-            _publish(producer, "counters", table, SOURCE, rows)
+            publish_table(producer, "counters", table, SOURCE, rows)
 
         def land_packets(_ts: dt.datetime, sampled: Sampled, mirror: PacketMirror) -> None:
             if sampled.size:
-                _publish(producer, "packets", mirror.table(sampled), SOURCE, rows)
+                publish_table(producer, "packets", mirror.table(sampled), SOURCE, rows)
 
         _, polls = simulate(world, land, progress, on_packets=land_packets)
     wall = time.perf_counter() - t0

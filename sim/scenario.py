@@ -33,36 +33,13 @@ from rocescope.sim.ecmp import HashFunction, HashingMode
 from rocescope.sim.jobs import Collective, MiB, Placement
 from rocescope.sim.params import EngineParams
 from rocescope.sim.topology import FabricSpec
+from rocescope.units import parse_duration
 
 SCENARIO_DIR = "scenarios"
-_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
-_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|min|s|m|h)")
 
 
 class ScenarioError(SimError):
     """A scenario file that is missing, unreadable or invalid."""
-
-
-def parse_duration(value: object) -> float:
-    """Seconds from a number or a string like `10m`, `90s`, `1m30s`, `250ms`, `1.5h`."""
-    if isinstance(value, bool):
-        raise ValueError("a duration is a number of seconds or a string like '10m'")
-    if isinstance(value, int | float):
-        seconds = float(value)
-    elif isinstance(value, str):
-        text = value.strip().lower()
-        try:
-            seconds = float(text)
-        except ValueError:
-            parts = _PART.findall(text)
-            if not parts or _PART.sub("", text).strip():
-                raise ValueError(f"{value!r} is not a duration (e.g. 90, 90s, 2m, 1m30s, 500ms)") from None
-            seconds = sum(float(n) * _UNITS[u] for n, u in parts)
-    else:
-        raise ValueError("a duration is a number of seconds or a string like '10m'")
-    if seconds < 0:
-        raise ValueError("a duration cannot be negative")
-    return seconds
 
 
 Seconds = Annotated[float, BeforeValidator(parse_duration)]

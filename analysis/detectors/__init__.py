@@ -1,34 +1,11 @@
-"""The detector suite: one module per problem, each exposing `DETECTOR`."""
+"""The detector suite, one module per problem, each exposing `DETECTOR` (run in the order of `run.DETECTORS`).
 
-from __future__ import annotations
-
-from typing import Any
-
-from rocescope.analysis.detectors import (
-    cnp_loss,
-    incast,
-    link_health,
-    microburst,
-    pfc_deadlock,
-    pfc_storm,
-    polarization,
-)
-from rocescope.analysis.detectors.base import Detector
-
-#: In run order.
-DETECTORS: tuple[Detector[Any], ...] = (
-    pfc_storm.DETECTOR,
-    pfc_deadlock.DETECTOR,
-    polarization.DETECTOR,
-    incast.DETECTOR,
-    microburst.DETECTOR,
-    cnp_loss.DETECTOR,
-    link_health.DETECTOR,
-)
-
-
-def by_name(name: str) -> Detector[Any]:
-    for d in DETECTORS:
-        if d.name == name:
-            return d
-    raise KeyError(f"no detector {name!r}; known: {', '.join(d.name for d in DETECTORS)}")
+`base.py`: what every detector is (name, version, kinds, thresholds) and the `Context` it reads
+`pfc_storm.py`: a port held paused nearly the whole time, and the pause tree it spreads
+`pfc_deadlock.py`: a cycle of ports holding each other paused
+`polarization.py`: spines repeating the leaves' ECMP choice (hash polarization)
+`incast.py`: many senders converging on one receiver NIC
+`microburst.py`: receiver-facing queues filling in bursts shorter than the poll interval
+`cnp_loss.py`: CNPs that receivers send but a sender never acts on
+`link_health.py`: flapping links, degraded optics, lossless drops where PFC is off
+"""

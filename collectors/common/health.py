@@ -41,7 +41,10 @@ class CollectorMetrics(SelfMetrics):
         self.malformed = Counter(f"{p}_malformed", "Records skipped as malformed (the others are kept).", t, registry=r)
         self.overruns = Counter(f"{p}_overruns", "Poll ticks skipped because a poll ran late.", t, registry=r)
         self.poll_seconds = Histogram(
-            f"{p}_poll_seconds", "Wall time of one poll of every target.", registry=r, buckets=_POLL_BUCKETS
+            f"{p}_poll_seconds",
+            "Wall time of one poll (of one target or of all, per source).",
+            registry=r,
+            buckets=_POLL_BUCKETS,
         )
         self.publish_errors = Counter(f"{p}_publish_errors", "Batches the producer refused.", registry=r)
 
@@ -61,12 +64,14 @@ class Health:
     last_success_ts: float | None = None  # epoch seconds
     down_since_ts: float | None = None  # epoch seconds the target went down (None while up)
     last_error: str | None = None
+    malformed_streak: int = 0  # reads in a row that skipped malformed records (logged at the first)
     # streaming sources (gNMI): a stream is up while connected, and has data once synced
     connected: bool | None = None
     synced: bool | None = None
     reconnects: int = 0
     sync_seconds: float | None = None  # from subscribing to the first full sample
     last_update_ts: float | None = None  # epoch seconds of the last notification
+    problem: str | None = None  # what the last read that worked skipped (logged once per change)
 
     @property
     def up(self) -> bool:
@@ -113,9 +118,9 @@ class Targets:
     def succeeded(
         self, target: str, seconds: float, values: int = 0, unknown: int = 0, malformed: int = 0, problem: str = ""
     ) -> Health:
-        """A read that worked (`problem`: it worked but skipped something worth one log line)."""
+        """A read that worked (`problem`: it worked but skipped something; logged once while it stays the same)."""
         h, m = self[target], self.metrics
-        if h.last_error is not None:
+        if h.last_error is not None or (h.problem and not problem):
             self.log.warning("%s %s: read fine again", self.who, target)
         h.polls += 1
         h.consecutive_failures = 0
@@ -136,9 +141,12 @@ class Targets:
             m.unknown.labels(target).inc(unknown)
         if malformed:
             m.malformed.labels(target).inc(malformed)
-            self.log.warning("%s %s: %d malformed record(s) skipped, the others kept", self.who, target, malformed)
-        if problem:
+            if not problem and not h.malformed_streak:  # one line when it starts, not one per poll
+                self.log.warning("%s %s: %d malformed record(s) skipped, the others kept", self.who, target, malformed)
+        h.malformed_streak = h.malformed_streak + 1 if malformed else 0
+        if problem and problem != h.problem:
             self.log.warning("%s %s: %s", self.who, target, problem)
+        h.problem = problem or None
         return h
 
     def failed(self, target: str, problem: str, seconds: float = 0.0) -> Health:
@@ -150,6 +158,7 @@ class Targets:
         h.consecutive_failures += 1
         h.last_seconds = seconds
         h.last_error = problem
+        h.problem = None
         if h.down_since_ts is None:
             h.down_since_ts = time.time()
         m.failures.labels(target).inc()

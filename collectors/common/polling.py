@@ -8,6 +8,7 @@ hiding the rest.
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -15,11 +16,11 @@ from typing import TypeVar
 
 import pyarrow as pa
 
-from rocescope.collectors.common.health import Targets
+from rocescope.collectors.common.health import CollectorMetrics, Targets
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import Producer
 
-__all__ = ["batches_table", "poll_target", "run_polls"]
+__all__ = ["batches_table", "poll_target", "run_polls", "run_ticks"]
 
 T = TypeVar("T")
 
@@ -69,4 +70,44 @@ def run_polls(
         polls += 1
         if stop.wait(interval_s):
             break
+    return polls
+
+
+def run_ticks(
+    poll: Callable[[], Sequence[Batch]],
+    producer: Producer | None,
+    interval_s: float,
+    stop: threading.Event,
+    metrics: CollectorMetrics,
+    log: logging.Logger,
+    target: str,
+    first_tick_now: bool = True,
+) -> int:
+    """Poll on fixed ticks every `interval_s` until `stop`, publishing each non-empty Batch; returns polls.
+
+    Ticks do not drift with the poll's own duration; a poll that runs past the next tick skips it,
+    counted in `overruns` of `target` (what one poll reads: the host). A producer that refuses a Batch
+    is logged and counted in `publish_errors`, and polling goes on. `first_tick_now=False` waits one
+    interval before the first poll (for counters that need time to count, such as BPF maps).
+    """
+    polls = 0
+    next_tick = time.monotonic() + (0.0 if first_tick_now else interval_s)
+    while not stop.wait(max(0.0, next_tick - time.monotonic())):
+        for batch in poll():
+            if producer is None or not batch.num_rows:
+                continue
+            try:
+                producer.publish(batch)
+            except Exception as exc:  # any transport failure: count it, keep polling
+                metrics.publish_errors.inc()
+                log.warning(
+                    "%s %s: publishing %d %s rows failed: %s", metrics.kind, target, batch.num_rows, batch.stream, exc
+                )
+        polls += 1
+        next_tick += interval_s
+        now = time.monotonic()
+        if now > next_tick:
+            missed = int((now - next_tick) // interval_s) + 1
+            metrics.overruns.labels(target).inc(missed)
+            next_tick += missed * interval_s
     return polls

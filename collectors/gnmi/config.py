@@ -40,6 +40,6 @@ class GnmiSection(Strict):
     shard: str | None = Field(None, description="This replica's share: i/n or auto (StatefulSet ordinal).")
 
     def build(self) -> list[Any]:
-        from rocescope.collectors.gnmi.collector import GnmiTarget
+        from rocescope.collectors.gnmi.targets import GnmiTarget  # protobuf stubs: only when built
 
         return build_entries(self.targets, "collectors.gnmi.targets", GnmiTarget.from_mapping)

@@ -36,8 +36,8 @@ __all__ = [
     "LinkState",
     "LiveHost",
     "NicHost",
-    "NicReadError",
     "SysfsNicHost",
+    "rerooted",
 ]
 
 log = logging.getLogger(__name__)

@@ -1,32 +1,31 @@
-"""Sampled RoCEv2 packets (data, ACKs, CNPs) from a capture, decoded by tshark through pyshark.
+"""Sampled RoCEv2 packets (data, ACKs, CNPs) from a capture into the `packets` stream.
 
-The seam is the packet source: a pcap file (`PcapFile`) or a live interface (`LiveInterface`);
-both are pyshark captures, so tshark's own RoCE dissector (UDP 4791 as `infiniband`) does the
-decoding either way. Each RoCEv2 packet becomes one row of the `packets` stream. Frames that are
-not RoCEv2 (RoCEv1, native InfiniBand, other UDP) are skipped and counted by reason; a frame
-that tshark cannot decode is counted as malformed and the capture goes on.
+Capture files that are classic pcap or pcapng take the numpy fast path (`fast.py`); any other format,
+and a pyshark live capture, is decoded by tshark (`tshark.py`). Either way each RoCEv2 packet becomes
+one row, frames that are not RoCEv2 are skipped and counted by reason, a frame that cannot be decoded
+is counted as malformed, and a capture that ends early keeps the packets before the problem.
 """
 
 from __future__ import annotations
 
-import contextlib
 import logging
 from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import pyarrow as pa
 
-from rocescope.errors import DecodeError
+from rocescope.collectors.pcap.fast import batches, decode_pcap
+from rocescope.collectors.pcap.framing import UnsupportedCapture
+from rocescope.collectors.pcap.tshark import PacketSource, PcapFile, decode_packet
 from rocescope.pipeline.batch import Batch, conform
+
+__all__ = ["PcapCollector"]
 
 log = logging.getLogger(__name__)
 
-ROCEV2_PORT = 4791
-CNP_OPCODE = 0x81
-_BECN = 0x40  # BTH byte 4: FECN is bit 7, BECN bit 6
 _COLUMNS = (
     "ts",
     "capture_point",
@@ -45,141 +44,6 @@ _COLUMNS = (
 )
 
 
-class PacketSource(Protocol):
-    """Where packets come from; iterating yields pyshark packets.
-
-    A source that ends early (a truncated file, tshark failing) stops iterating and sets `error`,
-    so the packets read before the problem are kept.
-    """
-
-    error: str | None
-
-    def packets(self) -> Iterator[Any]: ...
-    def close(self) -> None: ...
-
-
-class _PysharkSource:
-    _capture: Any
-    error: str | None = None
-
-    def _iterate(self) -> Iterator[Any]:
-        from pyshark.capture.capture import TSharkCrashException
-
-        try:
-            yield from self._capture
-        except TSharkCrashException as exc:
-            self.error = _last_error_line(str(exc))
-        self._finish()
-
-    def _finish(self) -> None:
-        """Wait for tshark to exit: its status (a truncated or foreign file) is only known then."""
-        import asyncio
-
-        loop = self._capture.eventloop
-        for process in list(self._capture._running_processes):
-            with contextlib.suppress(TimeoutError):
-                loop.run_until_complete(asyncio.wait_for(process.wait(), 10))
-        self.close()
-
-    def close(self) -> None:
-        from pyshark.capture.capture import TSharkCrashException
-
-        try:
-            self._capture.close()
-        except TSharkCrashException as exc:
-            self.error = self.error or _last_error_line(str(exc))
-            # pyshark leaves the dead tshark registered and would raise again from __del__.
-            self._capture._running_processes.clear()
-
-
-def _last_error_line(text: str) -> str:
-    lines = [line for line in text.splitlines() if line.startswith("Last error line:")]
-    return lines[0].removeprefix("Last error line:").strip() if lines else text.splitlines()[0]
-
-
-class PcapFile(_PysharkSource):
-    """A capture file, read by tshark."""
-
-    def __init__(self, path: Path | str, tshark_path: str | None = None):
-        import pyshark
-
-        self.path = Path(path)
-        if not self.path.is_file():
-            raise DecodeError(f"{self.path}: no such capture file")
-        self._capture = pyshark.FileCapture(
-            str(self.path), use_json=True, include_raw=True, tshark_path=tshark_path, keep_packets=False
-        )
-
-    def packets(self) -> Iterator[Any]:
-        return self._iterate()
-
-
-class LiveInterface(_PysharkSource):
-    """A live interface (mirror port or host netdev), RoCEv2 only, for a bounded number of packets."""
-
-    def __init__(self, interface: str, packet_count: int, timeout_s: float, tshark_path: str | None = None):
-        import pyshark
-
-        self.packet_count = packet_count
-        self.timeout_s = timeout_s
-        self._capture = pyshark.LiveCapture(
-            interface=interface,
-            bpf_filter=f"udp dst port {ROCEV2_PORT}",
-            use_json=True,
-            include_raw=True,
-            tshark_path=tshark_path,
-        )
-
-    def packets(self) -> Iterator[Any]:
-        self._capture.sniff(packet_count=self.packet_count, timeout=self.timeout_s)
-        return self._iterate()
-
-
-def _ts_ns(sniff_timestamp: str) -> int:
-    """Exact nanoseconds from tshark's decimal epoch string (a float would lose them)."""
-    seconds, _, frac = sniff_timestamp.partition(".")
-    return int(seconds) * 1_000_000_000 + int((frac + "000000000")[:9])
-
-
-def _bth_bytes(packet: Any) -> bytes:
-    raw = packet.infiniband.bth
-    text = raw if isinstance(raw, str) else str(raw)
-    return bytes.fromhex(text.replace(":", ""))
-
-
-def decode_packet(packet: Any) -> dict[str, Any] | str:
-    """One RoCEv2 row, or the reason the frame is not one."""
-    layers = {layer.layer_name for layer in packet.layers}
-    if "infiniband" not in layers:
-        return "not infiniband"
-    if "udp" not in layers:
-        return "RoCEv1 or native InfiniBand (no UDP/IP)"
-    ip = packet.ip if "ip" in layers else packet.ipv6 if "ipv6" in layers else None
-    if ip is None or int(packet.udp.dstport) != ROCEV2_PORT:
-        return "not RoCEv2"
-    bth = _bth_bytes(packet)
-    if len(bth) < 12:
-        return "truncated BTH"
-    if "ip" in layers:
-        dsfield = int(str(packet.ip.dsfield), 16) if str(packet.ip.dsfield).startswith("0x") else int(packet.ip.dsfield)
-    else:
-        dsfield = int(str(packet.ipv6.tclass), 16)
-    return {
-        "ts": _ts_ns(packet.sniff_timestamp),
-        "src_ip": str(ip.src),
-        "dst_ip": str(ip.dst),
-        "udp_sport": int(packet.udp.srcport),
-        "dscp": dsfield >> 2,
-        "ecn": dsfield & 0x3,
-        "opcode": bth[0],
-        "dest_qp": int.from_bytes(bth[5:8], "big"),
-        "psn": int.from_bytes(bth[9:12], "big") & 0xFFFFFF,
-        "pkey": int.from_bytes(bth[2:4], "big"),
-        "becn": int(bool(bth[4] & _BECN)),
-        "length": int(packet.length),
-    }
-
-
 @dataclass
 class PcapCollector:
     """Turns a packet source into `packets` Batches, counting what it skips and why."""
@@ -189,7 +53,7 @@ class PcapCollector:
     skipped: Counter[str] = field(default_factory=Counter)
     malformed: int = 0
     source_errors: int = 0
-    fast_files: bool = True  # pcap/pcapng files take the numpy path (pcap_fast); other formats stay on tshark
+    fast_files: bool = True  # pcap/pcapng files take the numpy path (fast.py); other formats stay on tshark
     #: capture interface (pcapng if_name) -> capture point, for captures of several ports (fast path)
     interface_points: Mapping[str, str] = field(default_factory=dict)
 
@@ -212,9 +76,7 @@ class PcapCollector:
     def collect(self, source: PacketSource, batch_rows: int = 10_000) -> Iterator[Batch]:
         """Batches of at most `batch_rows` packets, keyed by capture point."""
         if self.fast_files and isinstance(source, PcapFile):
-            from rocescope.collectors.pcap.fast import collect_file
-
-            fast = collect_file(self, source, batch_rows)
+            fast = self._collect_file(source, batch_rows)
             if fast is not None:
                 yield from fast
                 return
@@ -226,6 +88,21 @@ class PcapCollector:
                 pending = []
         if pending:
             yield self._batch(pending)
+
+    def _collect_file(self, source: PcapFile, batch_rows: int) -> list[Batch] | None:
+        """The fast path for a file: None when tshark has to read it instead."""
+        try:
+            decoded = decode_pcap(Path(source.path).read_bytes())
+        except UnsupportedCapture as exc:
+            log.info("%s: %s; decoding with tshark", source.path, exc)
+            return None
+        self.skipped.update(decoded.skipped)
+        self.malformed += decoded.malformed
+        if decoded.error:
+            source.error = decoded.error
+            self.source_errors += 1
+            log.error("%s: capture ended early, %s; the packets before it are kept", self.capture_point, decoded.error)
+        return list(batches(decoded, self.capture_point, self.sampling_rate, batch_rows, self.interface_points))
 
     def _batch(self, rows: list[dict[str, Any]]) -> Batch:
         columns: dict[str, Any] = {

@@ -1,63 +1,38 @@
 """Bulk fast path for capture files: classic pcap and pcapng decoded with numpy instead of tshark.
 
 pyshark decodes a few hundred packets/s, too slow for recorded captures of millions of frames. Here
-the record framing is walked once (a 16-byte header per pcap record; pcapng blocks in `pcapng.py`:
+the record framing is walked once (classic pcap records in `framing.py`, pcapng blocks in `pcapng.py`:
 no library needed, and dpkt's last release is from 2022), the first bytes of every frame are gathered
 into a matrix, and Ethernet (+ up to two 802.1Q/802.1ad tags) / IPv4 / IPv6 / UDP 4791 / BTH fields
-are read at per-row offsets, vectorized. Rows and skip reasons match `rocescope.collectors.pcap.collector.decode_packet`
-(tests/collectors/pcap/test_fast.py proves it on the real captures, as pcap and as pcapng). Anything
-else (ERF, other link types, damaged file headers) raises `UnsupportedCapture`, and the collector lets
-tshark read the file instead.
+are read at per-row offsets, vectorized. Rows and skip reasons match `tshark.decode_packet`
+(tests/collectors/pcap/test_fast.py and test_pcapng.py prove it on the real captures, as pcap and as
+pcapng). Anything else (ERF, other link types, damaged file headers) raises `UnsupportedCapture`, and
+the collector lets tshark read the file instead.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import logging
-import struct
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from rocescope.errors import DecodeError
+from rocescope.collectors.pcap.framing import I64, U8, Records, classic_records, frame_offsets, pcap_header
+from rocescope.collectors.pcap.pcapng import is_pcapng, pcapng_records
+from rocescope.collectors.pcap.tshark import NOT_INFINIBAND, NOT_ROCEV2, ROCEV1, ROCEV2_PORT, TRUNCATED_BTH
 from rocescope.pipeline.batch import Batch, conform
 
-if TYPE_CHECKING:
-    from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
+__all__ = ["Decoded", "batches", "decode_pcap"]
 
-log = logging.getLogger(__name__)
-
-ROCEV2_PORT = 4791
-_MAGICS = {  # magic -> (byte order, nanoseconds per timestamp fraction unit)
-    b"\xd4\xc3\xb2\xa1": ("<", 1000),
-    b"\xa1\xb2\xc3\xd4": (">", 1000),
-    b"\x4d\x3c\xb2\xa1": ("<", 1),
-    b"\xa1\xb2\x3c\x4d": (">", 1),
-}
-_LINKTYPE_ETHERNET = 1
-_PCAPNG_SHB = b"\x0a\x0d\x0d\x0a"
-_MAX_RECORD = 262_144  # tshark's own limit for an Ethernet record
 _HEAD = 112  # bytes of each frame examined: 14 + 2*4 VLAN + 60 IPv4 + 8 UDP + 12 BTH = 102
 _CHUNK = 16_384  # frames gathered at a time (bounds the index matrix to ~15 MB)
-CUT_SHORT = "the file appears to have been cut short in the middle of a packet"
-_NOT_IB = "not infiniband"
-_ROCEV1 = "RoCEv1 or native InfiniBand (no UDP/IP)"
-_NOT_V2 = "not RoCEv2"
-_SHORT_BTH = "truncated BTH"
 
-U8 = npt.NDArray[np.uint8]
-I64 = npt.NDArray[np.int64]
 Arr = npt.NDArray[Any]
-
-
-class UnsupportedCapture(DecodeError):
-    """Not an Ethernet pcap or pcapng: tshark has to read it."""
 
 
 @dataclass
@@ -114,26 +89,6 @@ class Decoded:
 _NUMERIC = ("udp_sport", "dscp", "ecn", "opcode", "dest_qp", "psn", "pkey", "becn", "length")
 
 
-def _frame_offsets(data: bytes, order: str) -> tuple[I64, str | None]:
-    """Start of every whole record; the walk is sequential since each length locates the next."""
-    unpack = struct.Struct(order + "I").unpack_from
-    offsets: list[int] = []
-    append = offsets.append
-    off, end, error = 24, len(data), None
-    while off + 16 <= end:
-        (incl,) = unpack(data, off + 8)
-        if incl > _MAX_RECORD:
-            error = f"record {len(offsets) + 1} claims {incl} bytes, more than the maximum of {_MAX_RECORD}"
-            break
-        if off + 16 + incl > end:
-            break
-        append(off)
-        off += 16 + incl
-    if error is None and off < end:
-        error = CUT_SHORT
-    return np.array(offsets, np.int64), error
-
-
 def _ip_strings(keys: U8) -> pa.Array:
     """IP address strings from 17-byte keys (version + 16 bytes), formatted once per distinct address."""
     if len(keys) == 0:
@@ -152,32 +107,25 @@ def decode_pcap(data: bytes) -> Decoded:
     Raises UnsupportedCapture for anything else (other link types, ERF, a header too short to tell),
     so tshark reads it; damage after the header ends the file there, and `error` says why.
     """
-    if data[:4] == _PCAPNG_SHB:
-        from rocescope.collectors.pcap.pcapng import pcapng_records
-
+    if is_pcapng(data):
         walk = pcapng_records(data)
-        decoded = _decode_records(data, _Records(walk.start, walk.cap, walk.orig, walk.ts), walk.error)
+        decoded = _decode_records(data, Records(walk.start, walk.cap, walk.orig, walk.ts), walk.error)
         decoded.interfaces = walk.names
         decoded.iface = walk.iface[decoded.frames]
         return decoded
-    if len(data) < 24 or data[:4] not in _MAGICS:
-        raise UnsupportedCapture("not a pcap or pcapng file")
-    order, frac_ns = _MAGICS[data[:4]]
-    (linktype,) = struct.unpack_from(order + "I", data, 20)
-    if linktype & 0x0FFFFFFF != _LINKTYPE_ETHERNET:
-        raise UnsupportedCapture(f"link type {linktype} is not Ethernet")
-    offsets, error = _frame_offsets(data, order)
+    order, frac_ns = pcap_header(data)
+    offsets, error = frame_offsets(data, order)
     buf = np.frombuffer(data, np.uint8)
     return _decode_records(
-        data, None, error, lambda a, b: _classic_records(buf, offsets[a:b], order, frac_ns), len(offsets)
+        data, None, error, lambda a, b: classic_records(buf, offsets[a:b], order, frac_ns), len(offsets)
     )
 
 
 def _decode_records(
     data: bytes,
-    records: _Records | None,
+    records: Records | None,
     error: str | None,
-    chunk: Callable[[int, int], _Records] | None = None,
+    chunk: Callable[[int, int], Records] | None = None,
     count: int = 0,
 ) -> Decoded:
     """Decode every record, `_CHUNK` at a time (bounds the index matrices)."""
@@ -230,30 +178,7 @@ _DTYPES = {
 }
 
 
-@dataclass
-class _Records:
-    """Where each record's frame starts, its captured and original length and its time (ns)."""
-
-    start: I64
-    cap: I64
-    orig: I64
-    ts: I64
-
-    def __len__(self) -> int:
-        return len(self.start)
-
-    def slice(self, a: int, b: int) -> _Records:
-        return _Records(self.start[a:b], self.cap[a:b], self.orig[a:b], self.ts[a:b])
-
-
-def _classic_records(buf: U8, offsets: I64, order: str, frac_ns: int) -> _Records:
-    """The 16-byte record headers of a classic pcap (sec, frac, incl, orig), read vectorized."""
-    hdr = buf[offsets[:, None] + np.arange(16)].copy()
-    words = hdr.view(np.dtype(order + "u4")).astype(np.int64).reshape(-1, 4)
-    return _Records(offsets + 16, words[:, 2], words[:, 3], words[:, 0] * 1_000_000_000 + words[:, 1] * frac_ns)
-
-
-def _decode_chunk(buf: U8, rec: _Records) -> tuple[dict[str, Arr], Counter[str], int]:
+def _decode_chunk(buf: U8, rec: Records) -> tuple[dict[str, Arr], Counter[str], int]:
     """Vectorized decode of a run of records: every field is read at a per-row offset."""
     n = len(rec)
     rows = np.arange(n)
@@ -295,11 +220,11 @@ def _decode_chunk(buf: U8, rec: _Records) -> tuple[dict[str, Arr], Counter[str],
     whole = rocev2 & (bth + 12 <= cap)
     rocev1 = (ethertype == 0x8915) & ~bad
     skipped: Counter[str] = Counter()
-    skipped[_ROCEV1] = int(np.count_nonzero(rocev1))
-    skipped[_NOT_V2] = int(np.count_nonzero(udp & ~rocev2 & (sport == ROCEV2_PORT)))
-    skipped[_SHORT_BTH] = int(np.count_nonzero(rocev2 & ~whole))
+    skipped[ROCEV1] = int(np.count_nonzero(rocev1))
+    skipped[NOT_ROCEV2] = int(np.count_nonzero(udp & ~rocev2 & (sport == ROCEV2_PORT)))
+    skipped[TRUNCATED_BTH] = int(np.count_nonzero(rocev2 & ~whole))
     counted = rocev1 | whole | (rocev2 & ~whole) | (udp & ~rocev2 & (sport == ROCEV2_PORT)) | bad
-    skipped[_NOT_IB] = int(np.count_nonzero(~counted))
+    skipped[NOT_INFINIBAND] = int(np.count_nonzero(~counted))
     skipped = +skipped  # drop zero counts
 
     sel = np.flatnonzero(whole)
@@ -345,21 +270,3 @@ def batches(
     table = decoded.table(capture_point, sampling_rate, interface_points)
     for start in range(0, table.num_rows, batch_rows):
         yield Batch("packets", conform("packets", table.slice(start, batch_rows)), key=capture_point)
-
-
-def collect_file(collector: PcapCollector, source: PcapFile, batch_rows: int) -> list[Batch] | None:
-    """The collector's file path: None when tshark has to read this file instead."""
-    try:
-        decoded = decode_pcap(Path(source.path).read_bytes())
-    except UnsupportedCapture as exc:
-        log.info("%s: %s; decoding with tshark", source.path, exc)
-        return None
-    collector.skipped.update(decoded.skipped)
-    collector.malformed += decoded.malformed
-    if decoded.error:
-        source.error = decoded.error
-        collector.source_errors += 1
-        log.error("%s: capture ended early, %s; the packets before it are kept", collector.capture_point, decoded.error)
-    return list(
-        batches(decoded, collector.capture_point, collector.sampling_rate, batch_rows, collector.interface_points)
-    )

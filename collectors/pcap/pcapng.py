@@ -1,9 +1,9 @@
 """pcapng block walking for the fast path: where each packet's bytes are, how long, and when.
 
-dumpcap writes pcapng by default, so live ring files (`pcap_ring`) are pcapng. Only the framing is
+dumpcap writes pcapng by default, so live ring files (`ring.py`) are pcapng. Only the framing is
 read here (Section Header with either byte order, Interface Description for the link type and the
 `if_name` / `if_tsresol` / `if_tsoffset` options, Enhanced and Simple Packet Blocks); every other block is
-skipped. The frames themselves are decoded vectorized by `pcap_fast`. A section with a non-Ethernet
+skipped. The frames themselves are decoded vectorized by `fast.py`. A section with a non-Ethernet
 interface raises UnsupportedCapture (tshark reads it); damage ends the walk with a reason and the
 records before it are kept, as tshark does.
 """
@@ -17,10 +17,9 @@ from typing import NamedTuple
 import numpy as np
 import numpy.typing as npt
 
-from rocescope.collectors.pcap.fast import _LINKTYPE_ETHERNET, _MAX_RECORD, CUT_SHORT, UnsupportedCapture
+from rocescope.collectors.pcap.framing import CUT_SHORT, I64, LINKTYPE_ETHERNET, MAX_RECORD, U8, UnsupportedCapture
 
-I64 = npt.NDArray[np.int64]
-U8 = npt.NDArray[np.uint8]
+__all__ = ["Walk", "is_pcapng", "pcapng_records"]
 
 _SHB, _IDB, _SPB, _EPB = 0x0A0D0D0A, 1, 3, 6
 _BYTE_ORDER = {b"\x4d\x3c\x2b\x1a": "<", b"\x1a\x2b\x3c\x4d": ">"}
@@ -48,6 +47,11 @@ class Walk(NamedTuple):
     error: str | None
     iface: npt.NDArray[np.int64]
     names: list[str]
+
+
+def is_pcapng(data: bytes) -> bool:
+    """Whether the file starts with a pcapng Section Header Block (the same bytes in either byte order)."""
+    return data[:4] == _SHB.to_bytes(4, "big")
 
 
 def _interface(data: bytes, off: int, length: int, order: str) -> _Interface:
@@ -125,7 +129,7 @@ def _frame_blocks(data: bytes) -> tuple[list[_Section], str | None]:
             break
         if kind == _IDB and length >= 20:
             info = _interface(data, off, length, sec.order)
-            if info.linktype != _LINKTYPE_ETHERNET:
+            if info.linktype != LINKTYPE_ETHERNET:
                 raise UnsupportedCapture(
                     f"pcapng interface {len(sec.interfaces)} has link type {info.linktype}, not Ethernet"
                 )
@@ -151,7 +155,7 @@ def _packets(buf: U8, sec: _Section, first: int) -> tuple[list[I64], str | None]
     epb, length = word[0] == _EPB, word[4]
     known = np.searchsorted(np.array(sec.packets_before, np.int64), np.arange(len(off)), side="right")
     ifid = np.where(epb, word[8], 0)
-    cap = np.where(epb, word[20], np.minimum(np.minimum(word[8], length - 16), _MAX_RECORD))
+    cap = np.where(epb, word[20], np.minimum(np.minimum(word[8], length - 16), MAX_RECORD))
     orig = np.where(epb, word[24], word[8])
     start = off + np.where(epb, 28, 12)
     units = (word[12].astype(np.uint64) << np.uint64(32)) | word[16].astype(np.uint64)
@@ -174,7 +178,7 @@ def _packets(buf: U8, sec: _Section, first: int) -> tuple[list[I64], str | None]
         (_u32(buf, off + length - 4, sec.order) != length, "block: its trailing length does not match"),
         (epb & (length < 32), "enhanced packet block is too short"),
         (epb & (ifid >= known), "names an interface that was not described"),
-        (epb & ((cap > _MAX_RECORD) | (28 + cap > length - 4)), "claims more bytes than its block holds"),
+        (epb & ((cap > MAX_RECORD) | (28 + cap > length - 4)), "claims more bytes than its block holds"),
         (~epb & (known == 0), "simple packet block before any interface description"),
         (bad_time, "has a time beyond the year 2262"),
     ]

@@ -3,7 +3,7 @@
 pyshark's live capture decodes a few hundred packets/s; a mirror port carries far more. dumpcap
 (Wireshark's capture engine, which tshark itself uses) writes RoCEv2 frames (BPF `udp port 4791`) to
 a ring of files (`-b duration:N -b files:M`); every file it has closed is decoded by the fast path
-(`pcap_fast`, pcap and pcapng) and shipped, then removed unless `keep_files`. A file is closed once
+(`fast.py`, pcap and pcapng) and shipped, then removed unless `keep_files`. A file is closed once
 dumpcap has started a newer one, or dumpcap has exited. Sampling keeps 1 in N packets, counted
 across files. The ring bounds the disk: if decoding falls behind, dumpcap drops the oldest file.
 """
@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
+from rocescope.collectors.pcap.collector import PcapCollector
+from rocescope.collectors.pcap.tshark import PcapFile
 from rocescope.errors import DecodeError, RocescopeError
 from rocescope.pipeline.batch import Batch
 

@@ -1,6 +1,6 @@
 """The SNMP device seam: walk table columns of one agent, get back (OID, value) rows.
 
-`SnmpAgent` is the seam `rocescope.collectors.snmp.collector` polls through. Two implementations:
+`SnmpAgent` is the seam `collector.py` polls through. Two implementations:
 
 * `PysnmpAgent`, the live one: pysnmp 7 (v3arch, asyncio) over UDP, SNMP v2c or v3 (USM, e.g.
   authPriv with SHA + AES-128), with a per-request timeout and retries. A walk of several columns
@@ -41,12 +41,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
+from rocescope.collectors.snmp.objects import Oid, format_oid, parse_oid
 from rocescope.errors import DecodeError, RocescopeError
 
 __all__ = [
     "V3",
     "EnginePool",
-    "Oid",
     "PysnmpAgent",
     "SnmpAgent",
     "SnmpAuthError",
@@ -56,13 +56,10 @@ __all__ = [
     "SnmprecData",
     "V2c",
     "Value",
-    "format_oid",
-    "parse_oid",
     "parse_snmprec",
     "run_sync",
 ]
 
-Oid = tuple[int, ...]
 Value = int | bytes | str
 T = TypeVar("T")
 AuthProtocol = Literal["md5", "sha", "sha224", "sha256", "sha384", "sha512"]
@@ -87,19 +84,6 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     of `asyncio.get_event_loop()` in the same thread (pyshark is one)."""
     with asyncio.Runner(loop_factory=asyncio.new_event_loop) as runner:
         return runner.run(coro)
-
-
-def parse_oid(text: str) -> Oid:
-    """`1.3.6.1.2.1` or `.1.3.6.1.2.1` -> (1, 3, 6, 1, 2, 1); raises ValueError on anything else."""
-    parts = text.strip().lstrip(".").split(".")
-    oid = tuple(int(p) for p in parts)
-    if len(oid) < 2 or any(p < 0 or p > 0xFFFFFFFF for p in oid):
-        raise ValueError(f"not an OID: {text!r}")
-    return oid
-
-
-def format_oid(oid: Oid) -> str:
-    return ".".join(map(str, oid))
 
 
 # --- credentials ---------------------------------------------------------------------------------

@@ -1,200 +1,62 @@
 """SNMP collector: IF-MIB port counters and PFC counters of many switches, one `counters` Batch per poll.
 
-Per device and poll, ONE multi-column walk (see `snmp_agent`) reads:
+Per device and poll, ONE multi-column walk (see `agent.py`) reads the default port columns and the
+optional ones (`objects.py`), which `normalize.py` turns into rows: role `switch`, source `snmp`, one
+timestamp per poll (the middle of the walk).
 
-* IF-MIB ifXTable 64-bit counters: ifHCInOctets, ifHCOutOctets, ifHCInUcastPkts, ifHCOutUcastPkts
-  (plus the multicast/broadcast columns when the catalog maps them to a metric), ifTable
-  ifInDiscards/ifOutDiscards/ifInErrors/ifOutErrors, ifOperStatus (-> `oper_up` 1/0) and
-  ifHighSpeed (Mb/s, scaled to `port_speed_bps` by the catalog);
 * ifHighSpeed is a "slow" object: a gauge that moves only when a link renegotiates, so it is read with
   the first poll and then every `slow_every` polls (default 6: once a minute at 10 s), which saves a
   twelfth of the values a 10 s poll decodes (`slow_every=1` reads it every poll);
-* "optional" objects, by default IEEE8021-PFC-MIB ieee8021PfcRequests/ieee8021PfcIndications
-  (per interface, all priorities together). A device with no rows for an optional object is
-  marked unsupported for it (counted once, logged at debug) and asked again only every
-  `probe_every` polls.
-
-Vendor per-priority tables (CISCO-PFC-EXT, ARISTA-PFC, MELLANOX-QOS, indexed by ifIndex.priority)
-and EtherLike pause counters are known (`OBJECTS`) and can be added by name; their priority column
-comes from the row index. Any object whose name the catalog does not know is kept as metric
-`raw:<name>` (or dropped with `keep_unknown=False`).
-
-Rows: role `switch`, source `snmp`, port = ifName (ifDescr where the agent has no ifName, and
-`ifIndex:<n>` for an index the agent names nowhere), raw_name = the MIB object name, metric and
-scale from `rocescope.catalog` (vendor `snmp`), priority -1 or the index's priority. All rows of a
-poll share one timestamp: the middle of the walk.
-
-ifIndex -> name: walked with the first poll, again every `names_every` polls, and at once when a
-poll meets an ifIndex it cannot name (then the index is remembered as nameless until the next
-periodic refresh, so a device with nameless rows does not walk its names every poll).
+* "optional" objects, by default IEEE8021-PFC-MIB ieee8021PfcRequests/ieee8021PfcIndications: a device
+  with no rows for one is marked unsupported for it (counted once, logged at debug) and asked again
+  only every `probe_every` polls;
+* ifIndex -> name: walked with the first poll, again every `names_every` polls, and at once when a poll
+  meets an ifIndex it cannot name (then the index is remembered as nameless until the next periodic
+  refresh, so a device with nameless rows does not walk its names every poll).
 
 Many devices: `poll_all()` polls every device concurrently (at most `concurrency` in flight), each
 bounded by its own timeout x tries and a per-poll deadline; `arun()`/`run()` give each device its own
 fixed-cadence loop (start times spread over the interval) and publish each Batch the moment it is
-ready, so a dead device never delays the others. A failure streak logs one warning when it starts
-and one line when the device answers again; `health()` tells up/down, last success and consecutive
-failures per device, and `SnmpMetrics` exports the same as Prometheus self-metrics.
+ready, so a dead device never delays the others. Each device is a target of the common `Targets`:
+`health()` tells up/down, last success and consecutive failures per device, a new problem is one log
+line, and `SnmpMetrics` exports the same as `rocescope_snmp_*` self-metrics (label `target`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-import numpy as np
-import pyarrow as pa
-from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from rocescope import catalog
+from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
+from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.snmp.agent import (
     V3,
     EnginePool,
-    Oid,
     PysnmpAgent,
     SnmpAgent,
-    SnmpAuthError,
     SnmpError,
-    SnmprecAgent,
-    SnmpTimeout,
     V2c,
-    Value,
-    parse_oid,
     run_sync,
 )
-from rocescope.pipeline.batch import Batch, conform
-from rocescope.pipeline.metrics import SelfMetrics
+from rocescope.collectors.snmp.normalize import ColumnIndex, SnmpRows, names_from, normalize
+from rocescope.collectors.snmp.objects import DEFAULT_OPTIONAL, DEFAULT_SLOW, NAME_OBJECTS, OBJECTS, default_objects
+from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import Producer
 
-__all__ = [
-    "DEFAULT_OBJECTS",
-    "DEFAULT_OPTIONAL",
-    "DEFAULT_SLOW",
-    "NAME_OBJECTS",
-    "OBJECTS",
-    "UNKNOWN_PREFIX",
-    "V3",
-    "DeviceHealth",
-    "SnmpAgent",
-    "SnmpAuthError",
-    "SnmpCollector",
-    "SnmpDevice",
-    "SnmpError",
-    "SnmpMetrics",
-    "SnmpObject",
-    "SnmpTimeout",
-    "SnmprecAgent",
-    "V2c",
-    "normalize",
-]
+__all__ = ["AgentFactory", "SnmpCollector", "SnmpDevice", "SnmpMetrics", "live_agent"]
 
 log = logging.getLogger(__name__)
 
-#: Metric of an object the catalog does not know: `raw:<name>` (the NIC collector's convention).
-UNKNOWN_PREFIX = "raw:"
 _ROLE = "switch"
 _SOURCE = "snmp"
-_VENDOR = "snmp"
-_OPER_STATUS = "ifOperStatus"
-_OPER_UP = 1
-_OPER_UNKNOWN = 4  # ifOperStatus unknown(4): no row, like the NIC collector's `unknown` operstate
-
-
-@dataclass(frozen=True)
-class SnmpObject:
-    """A MIB table column the collector can poll: its name (kept as raw_name), OID and row index."""
-
-    name: str
-    oid: Oid
-    #: `ifIndex`: the row index is the ifIndex; `ifIndex.priority`: ifIndex then a priority/queue index.
-    index: Literal["ifIndex", "ifIndex.priority"] = "ifIndex"
-
-
-def _obj(name: str, oid: str, index: Literal["ifIndex", "ifIndex.priority"] = "ifIndex") -> SnmpObject:
-    return SnmpObject(name, parse_oid(oid), index)
-
-
-_IF = "1.3.6.1.2.1.2.2.1"
-_IFX = "1.3.6.1.2.1.31.1.1.1"
-_PP: Literal["ifIndex.priority"] = "ifIndex.priority"
-#: Every object the collector knows, by MIB object name. OIDs from the MIB files in
-#: tests/fixtures/realdata/05_snmp (see pfc_qos_mib_oid_table.tsv) and RFC 2863 / RFC 3635.
-OBJECTS: Mapping[str, SnmpObject] = {
-    o.name: o
-    for o in (
-        _obj("ifDescr", f"{_IF}.2"),
-        _obj("ifOperStatus", f"{_IF}.8"),
-        _obj("ifInDiscards", f"{_IF}.13"),
-        _obj("ifInErrors", f"{_IF}.14"),
-        _obj("ifOutDiscards", f"{_IF}.19"),
-        _obj("ifOutErrors", f"{_IF}.20"),
-        _obj("ifName", f"{_IFX}.1"),
-        _obj("ifHCInOctets", f"{_IFX}.6"),
-        _obj("ifHCInUcastPkts", f"{_IFX}.7"),
-        _obj("ifHCInMulticastPkts", f"{_IFX}.8"),
-        _obj("ifHCInBroadcastPkts", f"{_IFX}.9"),
-        _obj("ifHCOutOctets", f"{_IFX}.10"),
-        _obj("ifHCOutUcastPkts", f"{_IFX}.11"),
-        _obj("ifHCOutMulticastPkts", f"{_IFX}.12"),
-        _obj("ifHCOutBroadcastPkts", f"{_IFX}.13"),
-        _obj("ifHighSpeed", f"{_IFX}.15"),
-        # EtherLike-MIB dot3PauseTable (dot3StatsIndex = ifIndex)
-        _obj("dot3InPauseFrames", "1.3.6.1.2.1.10.7.10.1.3"),
-        _obj("dot3OutPauseFrames", "1.3.6.1.2.1.10.7.10.1.4"),
-        # IEEE8021-PFC-MIB ieee8021PfcIfTable (AUGMENTS ifEntry)
-        _obj("ieee8021PfcRequests", "1.3.111.2.802.1.1.21.1.1.1.2"),
-        _obj("ieee8021PfcIndications", "1.3.111.2.802.1.1.21.1.1.1.3"),
-        # CISCO-PFC-EXT-MIB (also served by SONiC's snmpagent)
-        _obj("cpfcIfRequests", "1.3.6.1.4.1.9.9.813.1.1.1.1"),
-        _obj("cpfcIfIndications", "1.3.6.1.4.1.9.9.813.1.1.1.2"),
-        _obj("cpfcIfPriorityRequests", "1.3.6.1.4.1.9.9.813.1.2.1.2", _PP),
-        _obj("cpfcIfPriorityIndications", "1.3.6.1.4.1.9.9.813.1.2.1.3", _PP),
-        # ARISTA-PFC-MIB
-        _obj("aristaPfcPriorityRequests", "1.3.6.1.4.1.30065.3.11.1.1.1.3", _PP),
-        _obj("aristaPfcPriorityIndications", "1.3.6.1.4.1.30065.3.11.1.1.1.4", _PP),
-        # MELLANOX-QOS-MIB mellanoxQoSPFCTable (INDEX ifIndex, PFC queue)
-        _obj("mellanoxQoSPFCRxPausePkts", "1.3.6.1.4.1.33049.15.1.2.1.3", _PP),
-        _obj("mellanoxQoSPFCRxPauseDuration", "1.3.6.1.4.1.33049.15.1.2.1.4", _PP),
-        _obj("mellanoxQoSPFCTxPausePkts", "1.3.6.1.4.1.33049.15.1.2.1.5", _PP),
-        _obj("mellanoxQoSPFCTxPauseDuration", "1.3.6.1.4.1.33049.15.1.2.1.6", _PP),
-    )
-}
-
-#: Columns that name an ifIndex (ifName first: it wins where both exist).
-NAME_OBJECTS: tuple[str, ...] = ("ifName", "ifDescr")
-_ALWAYS = (
-    "ifHCInOctets",
-    "ifHCOutOctets",
-    "ifHCInUcastPkts",
-    "ifHCOutUcastPkts",
-    "ifInDiscards",
-    "ifOutDiscards",
-    "ifInErrors",
-    "ifOutErrors",
-    "ifOperStatus",
-    "ifHighSpeed",
-)
-_CASTS = ("ifHCInMulticastPkts", "ifHCInBroadcastPkts", "ifHCOutMulticastPkts", "ifHCOutBroadcastPkts")
-
-
-def default_objects() -> tuple[str, ...]:
-    """The port columns polled by default: the IF-MIB set, plus the multicast/broadcast columns the
-    catalog maps to a metric (read at call time, so a catalog that learns them is picked up)."""
-    return _ALWAYS + tuple(n for n in _CASTS if catalog.resolve(_VENDOR, n) is not None)
-
-
-DEFAULT_OBJECTS: tuple[str, ...] = default_objects()
-DEFAULT_OPTIONAL: tuple[str, ...] = ("ieee8021PfcRequests", "ieee8021PfcIndications")
-#: Gauges that change only when a link renegotiates: polled with the first poll and every `slow_every`.
-DEFAULT_SLOW: tuple[str, ...] = ("ifHighSpeed",)
-
-
-# --- devices and health --------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -274,226 +136,33 @@ class SnmpDevice:
         return 4 * self.timeout_s * (self.retries + 1)
 
 
-@dataclass
-class DeviceHealth:
-    """What the collector knows about one device's reachability."""
-
-    device: str
-    up: bool | None = None  # None until the first poll ends
-    last_success_ts: float | None = None  # epoch seconds
-    last_attempt_ts: float | None = None
-    consecutive_failures: int = 0
-    down_since_ts: float | None = None
-    last_error: str | None = None
-    last_poll_s: float = 0.0
-    polls: int = 0
-    failures: int = 0
-
-
-class SnmpMetrics(SelfMetrics):
-    """Self-metrics of one SNMP collector, in its own registry."""
+class SnmpMetrics(CollectorMetrics):
+    """`rocescope_snmp_*`: the standard per-target self-metrics, plus what only SNMP has."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
-        super().__init__(registry)
-        r = self.registry
-        self.polls = Counter("rocescope_snmp_polls", "Device polls that produced a batch.", ["device"], registry=r)
-        self.failures = Counter("rocescope_snmp_poll_failures", "Device polls that failed.", ["device"], registry=r)
-        self.poll_seconds = Histogram(
-            "rocescope_snmp_poll_seconds",
-            "Wall time of one device poll (successful or not).",
-            registry=r,
-            buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30),
-        )
+        super().__init__("snmp", registry)
+        r, t = self.registry, ["target"]
         self.cpu_seconds = Counter(
             "rocescope_snmp_cpu_seconds", "CPU time of the collector's event-loop thread.", registry=r
         )
-        self.values = Counter("rocescope_snmp_values", "Values shipped.", ["device"], registry=r)
-        self.unknown_values = Counter(
-            "rocescope_snmp_unknown_values", "Values of objects the catalog does not know.", ["device"], registry=r
-        )
-        self.malformed = Counter(
-            "rocescope_snmp_malformed_values", "Rows skipped: wrong value type or index.", ["device"], registry=r
-        )
         self.nameless = Counter(
-            "rocescope_snmp_nameless_ifindex", "Rows whose ifIndex has no ifName/ifDescr.", ["device"], registry=r
+            "rocescope_snmp_nameless_ifindex", "Rows whose ifIndex has no ifName/ifDescr.", t, registry=r
         )
-        self.name_walks = Counter("rocescope_snmp_name_walks", "ifIndex -> name refreshes.", ["device"], registry=r)
+        self.name_walks = Counter("rocescope_snmp_name_walks", "ifIndex -> name refreshes.", t, registry=r)
         self.unsupported = Gauge(
             "rocescope_snmp_unsupported_object",
             "1 when the device has no rows for an optional object (e.g. IEEE8021-PFC-MIB).",
-            ["device", "object"],
+            ["target", "object"],
             registry=r,
         )
-        self.up = Gauge(
-            "rocescope_snmp_device_up", "1 when the last poll of the device worked.", ["device"], registry=r
-        )
-        self.last_success = Gauge(
-            "rocescope_snmp_last_success_timestamp_seconds", "When the device last answered.", ["device"], registry=r
-        )
         self.consecutive_failures = Gauge(
-            "rocescope_snmp_consecutive_failures", "Failed polls in a row.", ["device"], registry=r
+            "rocescope_snmp_consecutive_failures", "Failed polls in a row.", t, registry=r
         )
-        self.publish_errors = Counter("rocescope_snmp_publish_errors", "Batches the producer refused.", registry=r)
-        self.overruns = Counter(
-            "rocescope_snmp_overruns", "Poll ticks skipped because a poll ran late.", ["device"], registry=r
-        )
-
-
-# --- normalization -------------------------------------------------------------------------------
-
-
-@dataclass
-class Normalized:
-    """Columns of one poll's canonical rows (port still as ifIndex), and what was skipped."""
-
-    ifindex: list[int] = field(default_factory=list)
-    priorities: list[int] = field(default_factory=list)
-    metrics: list[str] = field(default_factory=list)
-    values: list[float] = field(default_factory=list)
-    raw_names: list[str] = field(default_factory=list)
-    seen: dict[str, int] = field(default_factory=dict)  # object name -> rows (before filtering)
-    unknown: int = 0
-    malformed: int = 0
-
-    def __len__(self) -> int:
-        return len(self.values)
-
-
-@dataclass(frozen=True)
-class _Column:
-    obj: SnmpObject
-    metric: str | None  # None: the catalog does not know the object
-    factor: float
-
-
-class _ColumnIndex:
-    """Finds the polled column an OID belongs to: one dict lookup per distinct root length."""
-
-    def __init__(self, objects: Iterable[SnmpObject], keep_unknown: bool = True):
-        self.by_len: dict[int, dict[Oid, _Column]] = {}
-        self.keep_unknown = keep_unknown
-        roots: list[Oid] = []
-        for obj in objects:
-            hit = catalog.resolve(_VENDOR, obj.name)
-            column = _Column(obj, None if hit is None else hit[0], catalog.scale(_VENDOR, obj.name))
-            self.by_len.setdefault(len(obj.oid), {})[obj.oid] = column
-            roots.append(obj.oid)
-        for a in roots:
-            for b in roots:
-                if a != b and b[: len(a)] == a:
-                    raise ValueError(f"object OIDs overlap: {a} is a prefix of {b}")
-        self.lengths = sorted(self.by_len)
-
-    def column(self, oid: Oid) -> _Column | None:
-        for length in self.lengths:
-            hit = self.by_len[length].get(oid[:length])
-            if hit is not None:
-                return hit
-        return None
-
-
-#: InterfaceIndex is 1..2147483647 (IF-MIB); a bigger arc (BER allows any) would fail the whole poll's batch.
-_MAX_IFINDEX = 2**31 - 1
-
-
-def normalize(
-    rows: Iterable[tuple[Oid, Value]],
-    objects: Iterable[SnmpObject] | _ColumnIndex,
-    keep_unknown: bool = True,
-    out: Normalized | None = None,
-) -> Normalized:
-    """Walk rows -> canonical columns. Rows of other objects (e.g. ifName) are ignored; a row with a
-    non-integer value or a bad index is skipped and counted as malformed; the good rows are kept."""
-    index = objects if isinstance(objects, _ColumnIndex) else _ColumnIndex(objects, keep_unknown)
-    out = out if out is not None else Normalized()
-    for oid, value in rows:
-        col = index.column(oid)
-        if col is None:
-            continue
-        obj = col.obj
-        out.seen[obj.name] = out.seen.get(obj.name, 0) + 1
-        suffix = oid[len(obj.oid) :]
-        if obj.index == "ifIndex":
-            if len(suffix) != 1 or suffix[0] > _MAX_IFINDEX:
-                out.malformed += 1
-                continue
-            prio = -1
-        else:
-            if len(suffix) != 2 or suffix[1] > 127 or suffix[0] > _MAX_IFINDEX:
-                out.malformed += 1
-                continue
-            prio = suffix[1]
-        if type(value) is not int:
-            out.malformed += 1
-            continue
-        if obj.name == _OPER_STATUS:
-            if value == _OPER_UNKNOWN:
-                continue
-            number = 1.0 if value == _OPER_UP else 0.0
-        else:
-            number = float(value) * col.factor
-        if col.metric is None:
-            out.unknown += 1
-            if not index.keep_unknown:
-                continue
-            metric = UNKNOWN_PREFIX + obj.name
-        else:
-            metric = col.metric
-        out.ifindex.append(suffix[0])
-        out.priorities.append(prio)
-        out.metrics.append(metric)
-        out.values.append(number)
-        out.raw_names.append(obj.name)
-    return out
-
-
-def _names_from(rows: Iterable[tuple[Oid, Value]]) -> dict[int, str]:
-    """ifIndex -> ifName, falling back to ifDescr; empty or non-text names are ignored."""
-    name_oid, descr_oid = OBJECTS["ifName"].oid, OBJECTS["ifDescr"].oid
-    names: dict[int, str] = {}
-    descrs: dict[int, str] = {}
-    for oid, value in rows:
-        table = names if oid[:-1] == name_oid else descrs if oid[:-1] == descr_oid else None
-        if table is None or not isinstance(value, bytes | str):
-            continue
-        text = (value.decode("utf-8", errors="replace") if isinstance(value, bytes) else value).strip()
-        if text:
-            table[oid[-1]] = text
-    return descrs | names
-
-
-def _constant(value: str, n: int) -> pa.DictionaryArray:
-    return pa.DictionaryArray.from_arrays(pa.array(np.zeros(n, dtype=np.int32)), pa.array([value], pa.string()))
-
-
-def _batch(device: str, ts_ns: int, norm: Normalized, names: Mapping[int, str]) -> Batch:
-    n = len(norm)
-    indexes = pa.array(norm.ifindex, pa.int64()).dictionary_encode()
-    port_names = [names.get(i) or f"ifIndex:{i}" for i in indexes.dictionary.to_pylist()]
-    ports = pa.DictionaryArray.from_arrays(indexes.indices, pa.array(port_names, pa.string()))
-    table = pa.table(
-        {
-            "ts": pa.array(np.full(n, ts_ns, dtype=np.int64), pa.timestamp("ns", tz="UTC")),
-            "device": _constant(device, n),
-            "role": _constant(_ROLE, n),
-            "port": ports,
-            "priority": pa.array(np.asarray(norm.priorities, dtype=np.int8), pa.int8()),
-            "metric": pa.array(norm.metrics, pa.string()).dictionary_encode(),
-            "value": pa.array(np.asarray(norm.values, dtype=np.float64), pa.float64()),
-            "source": _constant(_SOURCE, n),
-            "raw_name": pa.array(norm.raw_names, pa.string()).dictionary_encode(),
-        }
-    )
-    return Batch("counters", conform("counters", table), key=device)
-
-
-# --- the collector -------------------------------------------------------------------------------
 
 
 @dataclass
 class _State:
     device: SnmpDevice
-    health: DeviceHealth
     agent: SnmpAgent | None = None
     names: dict[int, str] | None = None
     nameless: set[int] = field(default_factory=set)
@@ -501,7 +170,6 @@ class _State:
     unsupported: set[str] = field(default_factory=set)
     polls_since_probe: int = 0
     polls_since_slow: int | None = None  # None: never polled them yet
-    streak_logged: bool = False
 
 
 AgentFactory = Callable[[SnmpDevice, EnginePool], SnmpAgent]
@@ -562,19 +230,21 @@ class SnmpCollector:
         self.slow_every = max(1, slow_every)
         self.agent_factory = agent_factory
         self.metrics = metrics or SnmpMetrics()
-        self._columns = _ColumnIndex(
+        self.targets = Targets(self.metrics, log)
+        self.targets.add(*names)
+        self._columns = ColumnIndex(
             [OBJECTS[n] for n in (*self.objects, *self.optional_objects)], keep_unknown=keep_unknown
         )
         self._name_roots = [OBJECTS[n].oid for n in NAME_OBJECTS]
-        self._states = {d.name: _State(d, DeviceHealth(d.name)) for d in devices}
+        self._states = {d.name: _State(d) for d in devices}
         self._engines: EnginePool | None = None
         self._sem: asyncio.Semaphore | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
 
     # --- public views
-    def health(self) -> dict[str, DeviceHealth]:
-        """A snapshot of every device's health."""
-        return {name: DeviceHealth(**vars(st.health)) for name, st in self._states.items()}
+    def health(self) -> dict[str, Health]:
+        """A snapshot of every device's health (copies: later polls do not change them)."""
+        return {name: dataclasses.replace(self.targets[name]) for name in self._states}
 
     def names(self, device: str) -> dict[int, str]:
         """The cached ifIndex -> name map of a device (empty before its first successful poll)."""
@@ -622,10 +292,9 @@ class SnmpCollector:
         st = self._states[name]
         assert self._sem is not None
         async with self._sem:
-            started, wall0 = time.time(), time.perf_counter()
-            st.health.last_attempt_ts = started
+            wall0 = time.perf_counter()
             try:
-                batch = await asyncio.wait_for(self._poll(st), st.device.deadline_s)
+                batch, rows = await asyncio.wait_for(self._poll(st), st.device.deadline_s)
             except TimeoutError:
                 self._failed(st, f"poll did not finish within its {st.device.deadline_s:g} s deadline", wall0)
                 return None
@@ -636,7 +305,10 @@ class SnmpCollector:
                 log.debug("snmp %s: poll raised", name, exc_info=True)
                 self._failed(st, f"{type(exc).__name__}: {exc}", wall0)
                 return None
-            self._succeeded(st, wall0)
+            elapsed = time.perf_counter() - wall0
+            self.targets.succeeded(name, elapsed, len(rows), rows.unknown, rows.malformed)
+            self.metrics.poll_seconds.observe(elapsed)
+            self.metrics.consecutive_failures.labels(name).set(0)
             return batch
 
     async def poll_all(self) -> dict[str, Batch | None]:
@@ -656,7 +328,7 @@ class SnmpCollector:
 
         return run_sync(once())
 
-    async def _poll(self, st: _State) -> Batch:
+    async def _poll(self, st: _State) -> tuple[Batch, CounterRows]:
         agent = self._agent(st)
         dev = st.device.name
         refresh = st.names is None or st.polls_since_names >= self.names_every
@@ -670,19 +342,19 @@ class SnmpCollector:
         if refresh:
             roots += self._name_roots
         t0 = time.time_ns()
-        rows = await agent.walk(roots)
+        walked = await agent.walk(roots)
         ts_ns = (t0 + time.time_ns()) // 2
         if refresh:
-            self._set_names(st, _names_from(rows))
+            self._set_names(st, names_from(walked))
         else:
             st.polls_since_names += 1
         st.polls_since_probe += 1
         st.polls_since_slow = 0 if slow_due else (st.polls_since_slow or 0) + 1
-        norm = normalize(rows, self._columns)
+        norm = normalize(walked, self._columns)
         names = st.names or {}
         unnamed = {i for i in set(norm.ifindex) if i not in names}
         if unnamed - st.nameless and not refresh:  # a new interface: learn its name now
-            self._set_names(st, _names_from(await agent.walk(self._name_roots)))
+            self._set_names(st, names_from(await agent.walk(self._name_roots)))
             names = st.names or {}
             unnamed = {i for i in unnamed if i not in names}
         new = unnamed - st.nameless
@@ -695,16 +367,11 @@ class SnmpCollector:
                 min(new),
             )
         self._track_optional(st, optional, norm)
-        m = self.metrics
         nameless_rows = sum(1 for i in norm.ifindex if i not in names)
         if nameless_rows:
-            m.nameless.labels(dev).inc(nameless_rows)
-        if norm.unknown:
-            m.unknown_values.labels(dev).inc(norm.unknown)
-        if norm.malformed:
-            m.malformed.labels(dev).inc(norm.malformed)
-        m.values.labels(dev).inc(len(norm))
-        return _batch(dev, ts_ns, norm, names)
+            self.metrics.nameless.labels(dev).inc(nameless_rows)
+        counters = norm.name_ports(ts_ns, names)
+        return counters.to_batch(dev, _ROLE, _SOURCE), counters
 
     def _set_names(self, st: _State, names: dict[int, str]) -> None:
         st.names = names
@@ -712,7 +379,7 @@ class SnmpCollector:
         st.nameless.clear()
         self.metrics.name_walks.labels(st.device.name).inc()
 
-    def _track_optional(self, st: _State, asked: Sequence[str], norm: Normalized) -> None:
+    def _track_optional(self, st: _State, asked: Sequence[str], norm: SnmpRows) -> None:
         for name in asked:
             if norm.seen.get(name):
                 if name in st.unsupported:
@@ -724,47 +391,13 @@ class SnmpCollector:
                 log.debug("snmp %s: no %s rows; asking again in %d polls", st.device.name, name, self.probe_every)
 
     def _failed(self, st: _State, problem: str, wall0: float) -> None:
-        h, m, dev = st.health, self.metrics, st.device.name
+        """A failed poll: one log line per new problem, naming the agent where the problem does not."""
         elapsed = time.perf_counter() - wall0
-        h.last_poll_s = elapsed
-        h.polls += 1
-        h.failures += 1
-        h.consecutive_failures += 1
-        h.last_error = problem
-        if h.up is not False:
-            h.down_since_ts = h.last_attempt_ts
-        h.up = False
-        m.failures.labels(dev).inc()
-        m.poll_seconds.observe(elapsed)
-        m.up.labels(dev).set(0)
-        m.consecutive_failures.labels(dev).set(h.consecutive_failures)
-        if not st.streak_logged:
-            st.streak_logged = True
-            agent = st.agent.description if st.agent is not None else f"udp:{st.device.host}:{st.device.port}"
-            where = "" if problem.startswith(agent) else f"{agent}: "
-            log.warning("snmp %s: poll failed: %s%s; retrying every poll, next log on recovery", dev, where, problem)
-
-    def _succeeded(self, st: _State, wall0: float) -> None:
-        h, m, dev = st.health, self.metrics, st.device.name
-        elapsed = time.perf_counter() - wall0
-        if st.streak_logged:
-            down = time.time() - (h.down_since_ts or time.time())
-            log.warning(
-                "snmp %s: answering again after %d failed poll(s), down %.0f s", dev, h.consecutive_failures, down
-            )
-            st.streak_logged = False
-        h.up = True
-        h.last_success_ts = time.time()
-        h.last_poll_s = elapsed
-        h.polls += 1
-        h.consecutive_failures = 0
-        h.down_since_ts = None
-        h.last_error = None
-        m.polls.labels(dev).inc()
-        m.poll_seconds.observe(elapsed)
-        m.up.labels(dev).set(1)
-        m.last_success.labels(dev).set(h.last_success_ts)
-        m.consecutive_failures.labels(dev).set(0)
+        agent = st.agent.description if st.agent is not None else f"udp:{st.device.host}:{st.device.port}"
+        where = "" if problem.startswith(agent) else f"{agent}: "
+        h = self.targets.failed(st.device.name, f"poll failed: {where}{problem}", elapsed)
+        self.metrics.poll_seconds.observe(elapsed)
+        self.metrics.consecutive_failures.labels(st.device.name).set(h.consecutive_failures)
 
     # --- the loops
     def _publish(self, batch: Batch) -> None:

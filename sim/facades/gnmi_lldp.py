@@ -1,6 +1,6 @@
 """gNMI LLDP facade: a grpc gNMI target on loopback serving one simulated switch's openconfig-lldp state.
 
-Kept apart from `gnmi.GnmiFacade` (which serves counters) so the two evolve independently. It serves
+Apart from `gnmi.GnmiFacade` (which serves counters), with the grpc plumbing of `gnmi_server`. It serves
 `/lldp/interfaces/interface[name=P]/neighbors/neighbor[id=N]/state` for every cabled port of the
 device, as an SONiC/OpenConfig switch would: Get and Subscribe ONCE (STREAM is refused: LLDP state is
 read on a slow poll). JSON/JSON_IETF answers carry one object per neighbor (`system-name`, `port-id`,
@@ -13,23 +13,16 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import grpc
 
-from rocescope.collectors.gnmi.proto import GNMI_VERSION, pb
+from rocescope.collectors.gnmi.proto import pb
+from rocescope.sim.facades.gnmi_server import ONCE, PROTO, capabilities, gnmi_path, set_json, start_server
 from rocescope.sim.facades.lldp import chassis_mac
 from rocescope.sim.topology import Topology
 
 __all__ = ["LldpGnmiFacade"]
-
-_JSON, _PROTO, _JSON_IETF = 0, 2, 4
-_ONCE = 1
-
-
-def _serialize(message: Any) -> bytes:
-    return message if isinstance(message, bytes) else bytes(message.SerializeToString())
 
 
 class LldpGnmiFacade:
@@ -59,19 +52,8 @@ class LldpGnmiFacade:
         return f"{self.host}:{self.port}"
 
     def __enter__(self) -> LldpGnmiFacade:
-        server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="gnmi-lldp"))
-        handlers = {
-            "Capabilities": grpc.unary_unary_rpc_method_handler(
-                self._capabilities, pb.CapabilityRequest.FromString, _serialize
-            ),
-            "Get": grpc.unary_unary_rpc_method_handler(self._get, pb.GetRequest.FromString, _serialize),
-            "Subscribe": grpc.stream_stream_rpc_method_handler(
-                self._subscribe, pb.SubscribeRequest.FromString, _serialize
-            ),
-        }
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("gnmi.gNMI", handlers),))
-        self.port = server.add_insecure_port(f"{self.host}:0")
-        server.start()
+        rpcs = {"Capabilities": self._capabilities, "Get": self._get, "Subscribe": self._subscribe}
+        server, self.port = start_server(rpcs, host=self.host, max_workers=4, thread_name_prefix="gnmi-lldp")
         self._server = server
         return self
 
@@ -94,20 +76,18 @@ class LldpGnmiFacade:
     def notifications(self, encoding: int) -> list[Any]:
         out = []
         for port in self.topology.ports_of(self.device):
-            prefix = pb.Path()
-            for name, keys in (
-                ("lldp", {}),
-                ("interfaces", {}),
-                ("interface", {"name": port.name}),
-                ("neighbors", {}),
-                ("neighbor", {"id": port.peer_device}),
-            ):
-                elem = prefix.elem.add(name=name)
-                for k, v in keys.items():
-                    elem.key[k] = v
+            prefix = gnmi_path(
+                [
+                    ("lldp", ()),
+                    ("interfaces", ()),
+                    ("interface", (("name", port.name),)),
+                    ("neighbors", ()),
+                    ("neighbor", (("id", port.peer_device),)),
+                ]
+            )
             n = pb.Notification(timestamp=1, prefix=prefix)
             state = self._state(port)
-            if encoding == _PROTO:
+            if encoding == PROTO:
                 for leaf, value in state.items():
                     u = n.update.add()
                     u.path.elem.add(name="state")
@@ -116,20 +96,12 @@ class LldpGnmiFacade:
             else:
                 u = n.update.add()
                 u.path.elem.add(name="state")
-                body = json.dumps(state).encode()
-                if encoding == _JSON:
-                    u.val.json_val = body
-                else:
-                    u.val.json_ietf_val = body
+                set_json(u.val, json.dumps(state).encode(), encoding)
             out.append(n)
         return out
 
     def _capabilities(self, request: Any, context: Any) -> Any:
-        return pb.CapabilityResponse(
-            supported_models=[pb.ModelData(name="openconfig-lldp", organization="OpenConfig working group")],
-            supported_encodings=[_JSON, _PROTO, _JSON_IETF],
-            gNMI_version=GNMI_VERSION,
-        )
+        return capabilities([("openconfig-lldp", "OpenConfig working group", "")])
 
     def _get(self, request: Any, context: Any) -> Any:
         if not self.get_enabled:
@@ -143,7 +115,7 @@ class LldpGnmiFacade:
         if first is None or first.WhichOneof("request") != "subscribe":
             context.abort(grpc.StatusCode.INVALID_ARGUMENT, "want a subscription list")
             return
-        if first.subscribe.mode != _ONCE:
+        if first.subscribe.mode != ONCE:
             context.abort(grpc.StatusCode.UNIMPLEMENTED, "only ONCE subscriptions are served")
         self.subscribes += 1
         for n in self.notifications(first.subscribe.encoding):

@@ -17,6 +17,9 @@ catalog's `ib_port` names and scales (data in 4-byte words). Calling it again af
 time rewrites every value file (each replaced atomically, so a concurrent reader never sees a
 partial file); the layout is only created once. `LiveHost(sysfs_root=root, ethtool=root/bin/ethtool)`
 reads it.
+
+A served run keeps every host's view with `HostViews`: laid out once, then per tick only the value
+files whose text changed are rewritten, from the tick's full snapshot (no snapshot per host).
 """
 
 from __future__ import annotations
@@ -25,15 +28,19 @@ import math
 import os
 import stat
 from collections import defaultdict
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import polars as pl
+import pyarrow as pa
 
 from rocescope.catalog import METRICS_BY_NAME
 from rocescope.sim.engine import Engine
 from rocescope.sim.topology import Nic, Topology
 
-__all__ = ["ETHTOOL_SCRIPT", "IB_PORT_METRICS", "ethtool_text", "write_host_view"]
+__all__ = ["ETHTOOL_SCRIPT", "IB_PORT_METRICS", "HostViews", "ethtool_text", "write_host_view"]
 
 #: IBTA PortCounters the RDMA `counters/` directory holds, from these canonical NIC metrics.
 IB_PORT_METRICS: tuple[str, ...] = ("rdma_tx_bytes", "rdma_rx_bytes", "rdma_tx_packets", "rdma_rx_packets")
@@ -181,3 +188,115 @@ def write_host_view(engine: Engine, topology: Topology, host: str, root: Path) -
         _write(exe, ETHTOOL_SCRIPT.rstrip("\n"))
         exe.chmod(exe.stat().st_mode | stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH)
     return root
+
+
+@dataclass
+class _NicFiles:
+    host: str
+    ethtool: str
+    eth_rows: np.ndarray[Any, Any]
+    eth_raw: list[str]
+    hw_paths: list[str]
+    hw_rows: np.ndarray[Any, Any]
+    ib_paths: list[str]
+    ib_rows: list[int]
+    ib_scale: list[float]
+    oper_row: int
+    state: dict[str, tuple[str, str]] = field(default_factory=dict)  # path -> (up text, down text)
+    up: bool | None = None
+
+
+def _rows_by_key(table: pa.Table) -> dict[tuple[str, str, str, int], int]:
+    cols = table.select(["device", "port", "metric", "priority"]).to_pydict()
+    return {
+        (d, p, m, q): i
+        for i, (d, p, m, q) in enumerate(
+            zip(cols["device"], cols["port"], cols["metric"], cols["priority"], strict=True)
+        )
+    }
+
+
+class HostViews:
+    """Every host's view under `root/<host>`, refreshed from each tick's snapshot (value files only)."""
+
+    def __init__(self, engine: Engine, topology: Topology, root: Path, table: pa.Table) -> None:
+        self.root = Path(root)
+        self.hosts = [d.name for d in topology.devices if d.role == "host"]
+        for h in self.hosts:
+            write_host_view(engine, topology, h, self.root / h)
+        self._staging = self.root / ".staging"
+        self._staging.mkdir(parents=True, exist_ok=True)
+        self._n = 0
+        self._last: dict[str, str] = {}
+        at = _rows_by_key(table)
+        cols = table.select(["device", "port", "raw_name"]).to_pydict()
+        self._nics: list[_NicFiles] = []
+        for h in self.hosts:
+            base = self.root / h / "sys/class"
+            for nic in topology.nics_of(h):
+                eth = sorted(i for (d, p, _m, _q), i in at.items() if d == h and p == nic.netdev)
+                rdma = sorted(i for (d, p, _m, _q), i in at.items() if d == h and p == f"{nic.rdma_dev}/1")
+                p1 = base / "infiniband" / nic.rdma_dev / "ports/1"
+                ib_paths, ib_rows, ib_scale = [], [], []
+                for metric in IB_PORT_METRICS:
+                    meta = METRICS_BY_NAME[metric]
+                    for raw in meta.vendor_names.get("ib_port", ())[:1]:
+                        ib_paths.append(str(p1 / "counters" / raw))
+                        ib_rows.append(at.get((h, nic.netdev, metric, -1), -1))
+                        ib_scale.append(meta.scales.get(raw, 1.0))
+                net = base / "net" / nic.netdev
+                speed = str(topology.port(h, nic.netdev).speed_gbps * 1000)
+                state = {
+                    str(net / "operstate"): ("up", "down"),
+                    str(net / "carrier"): ("1", "0"),
+                    str(net / "speed"): (speed, "-1"),
+                    str(p1 / "state"): ("4: ACTIVE", "1: DOWN"),
+                    str(p1 / "phys_state"): ("5: LinkUp", "3: Disabled"),
+                }
+                self._nics.append(
+                    _NicFiles(
+                        host=h,
+                        ethtool=str(self.root / h / "ethtool" / f"{nic.netdev}.stats"),
+                        eth_rows=np.array(eth, dtype=np.int64),
+                        eth_raw=[cols["raw_name"][i] for i in eth],
+                        hw_paths=[str(p1 / "hw_counters" / cols["raw_name"][i]) for i in rdma],
+                        hw_rows=np.array(rdma, dtype=np.int64),
+                        ib_paths=ib_paths,
+                        ib_rows=ib_rows,
+                        ib_scale=ib_scale,
+                        oper_row=at[(nic.leaf, nic.leaf_port, "oper_up", -1)],
+                        state=state,
+                    )
+                )
+
+    def _write(self, path: str, text: str) -> None:
+        if self._last.get(path) == text:
+            return  # unchanged since the last tick: a reader sees the same bytes either way
+        self._last[path] = text
+        self._n += 1
+        tmp = f"{self._staging}/{self._n}"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            os.write(fd, (text + "\n").encode())
+        finally:
+            os.close(fd)
+        os.replace(tmp, path)
+
+    def refresh(self, table: pa.Table) -> None:
+        """Rewrite every value file from this tick's full snapshot (same row layout as at construction)."""
+        values = np.floor(table.column("value").to_numpy()).astype(np.int64)
+        for nic in self._nics:
+            eth = values[nic.eth_rows].tolist()
+            self._write(nic.ethtool, ethtool_text(list(zip(nic.eth_raw, eth, strict=True))))
+            for path, v in zip(nic.hw_paths, values[nic.hw_rows].tolist(), strict=True):
+                self._write(path, str(v))
+            for path, row, scale in zip(nic.ib_paths, nic.ib_rows, nic.ib_scale, strict=True):
+                self._write(path, str(int(values[row] // scale) if row >= 0 else 0))
+            up = bool(values[nic.oper_row] > 0)
+            if up != nic.up:
+                for path, (on, off) in nic.state.items():
+                    self._write(path, on if up else off)
+                nic.up = up
+
+    def host_root(self, host: str) -> Path:
+        return self.root / host

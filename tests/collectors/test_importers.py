@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.importers import gnmic_documents, gnmic_rows, sonic_dump
-from rocescope.collectors.lldp import Neighbor
+from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.errors import DecodeError
 from rocescope.sim.facades.lldp import lldp_neighbors_json
 from rocescope.sim.facades.pods import pod_list_json

@@ -73,7 +73,7 @@ def test_schema_really_rejects() -> None:
 
 def test_config_and_targets_parse(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     from rocescope.collectors.common.config import load_entries
-    from rocescope.collectors.gnmi.collector import load_targets
+    from rocescope.collectors.gnmi.targets import load_targets
     from rocescope.collectors.snmp.collector import SnmpDevice
 
     data = _by("ConfigMap", "rocescope-config")["data"]["rocescope.yaml"]

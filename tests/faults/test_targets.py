@@ -35,9 +35,13 @@ import pytest
 from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiDecoder, GnmiPath, GnmiTarget, parse_path
+from rocescope.collectors.gnmi.collector import GnmiCollector
+from rocescope.collectors.gnmi.decode import GnmiDecoder
+from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
-from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice, V2c
+from rocescope.collectors.gnmi.targets import GnmiPath, GnmiTarget
+from rocescope.collectors.snmp.agent import V2c
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.metrics import SelfMetrics
 from rocescope.pipeline.transport import InProcessBus
@@ -371,8 +375,8 @@ def test_dead_and_flapping_targets(tmp_path: Path, snmpds: tuple[Snmpd, Snmpd]) 
             )
             scraper = Scraper(
                 [
-                    (gnmi.metrics, "rocescope_gnmi_connected", "target"),
-                    (snmp.metrics, "rocescope_snmp_device_up", "device"),
+                    (gnmi.metrics, "rocescope_gnmi_target_up", "target"),
+                    (snmp.metrics, "rocescope_snmp_target_up", "target"),
                 ]
             )
             threads = [
@@ -429,10 +433,10 @@ def run_fault(
     g, s = gnmi.health, snmp.health
 
     def gnmi_up(target: str) -> float:
-        return gnmi.metrics.value("rocescope_gnmi_connected", target=target)
+        return gnmi.metrics.value("rocescope_gnmi_target_up", target=target)
 
     def snmp_up(device: str) -> float:
-        return snmp.metrics.value("rocescope_snmp_device_up", device=device)
+        return snmp.metrics.value("rocescope_snmp_target_up", target=device)
 
     wait_for(lambda: g()["gnmi-steady"].synced and g()["gnmi-flappy"].synced, "both gNMI targets streaming")
     wait_for(lambda: bool(s()["snmp-good"].up and s()["snmp-silent"].up), "both snmpd answering")
@@ -538,7 +542,7 @@ def check(m: Marks, gnmi: GnmiCollector, snmp: SnmpCollector, arrivals: Arrivals
 
     # health during the outage: which target, since when, why
     dg, ds = m.during["gnmi"], m.during["snmp"]
-    assert not dg.connected and dg.last_error and dg.errors > m.before["gnmi"].errors
+    assert not dg.connected and dg.last_error and dg.failures > m.before["gnmi"].failures
     assert m.kill <= dg.down_since_ts <= m.gnmi_seen_down
     assert dg.last_update_ts is not None and m.before["gnmi"].last_update_ts <= dg.last_update_ts <= m.gnmi_seen_down
     assert ds.up is False and "no response" in str(ds.last_error) and ds.consecutive_failures >= 1
@@ -562,8 +566,8 @@ def check(m: Marks, gnmi: GnmiCollector, snmp: SnmpCollector, arrivals: Arrivals
     assert junk.last_up is None and junk.first_up is None
 
     # afterwards: every real target answered again; the junk was counted and none of it shipped
-    assert g["gnmi-steady"].errors == 0 and g["gnmi-steady"].malformed == 0
-    assert g["gnmi-flappy"].errors >= 1 and g["gnmi-flappy"].last_error is None
+    assert g["gnmi-steady"].failures == 0 and g["gnmi-steady"].malformed == 0
+    assert g["gnmi-flappy"].failures >= 1 and g["gnmi-flappy"].last_error is None
     assert s["snmp-good"].failures == 0 and s["snmp-silent"].consecutive_failures == 0
     junk_g, junk_s = g["gnmi-junk"], s["snmp-junk"]
     assert m.junk_sent["gnmi-junk"] >= junk_g.malformed >= 3 and m.junk_sent["snmp-junk"] >= 1

@@ -1,5 +1,5 @@
 """Coverage-guided fuzzing (atheris: libFuzzer over instrumented Python) of the two binary decoders that
-take bytes from outside: capture files (`pcap_fast.decode_pcap`) and Kafka messages (`batch.decode`).
+take bytes from outside: capture files (`pcap.fast.decode_pcap`) and Kafka messages (`batch.decode`).
 
 Run by `test_atheris.py` in a child process (libFuzzer owns the process and exits when done):
     python tests/fuzz/atheris_targets.py pcap|arrow -runs=N -seed=S CORPUS_DIR
@@ -16,7 +16,8 @@ import atheris
 
 with atheris.instrument_imports(include=["rocescope"]):
     from rocescope import schema
-    from rocescope.collectors.pcap.fast import UnsupportedCapture, decode_pcap
+    from rocescope.collectors.pcap.fast import decode_pcap
+    from rocescope.collectors.pcap.framing import UnsupportedCapture
     from rocescope.errors import DecodeError, SchemaError
     from rocescope.pipeline.batch import decode
 

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from rocescope import config
 from rocescope.cli import app
-from rocescope.collectors.gnmi.collector import load_targets
+from rocescope.collectors.gnmi.targets import load_targets
 from rocescope.errors import ConfigError
 
 from fuzzing import SEED, Mutator, count, run

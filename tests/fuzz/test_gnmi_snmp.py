@@ -13,10 +13,12 @@ from pyasn1.error import PyAsn1Error
 from pysnmp.proto import api
 
 from rocescope import schema
-from rocescope.collectors.gnmi.collector import GnmiDecoder, parse_path
+from rocescope.collectors.gnmi.decode import GnmiDecoder
+from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
 from rocescope.collectors.snmp.agent import _to_value, parse_snmprec
-from rocescope.collectors.snmp.collector import DEFAULT_OBJECTS, OBJECTS, _batch, _names_from, normalize
+from rocescope.collectors.snmp.normalize import names_from, normalize
+from rocescope.collectors.snmp.objects import DEFAULT_OBJECTS, OBJECTS
 from rocescope.errors import DecodeError
 
 from fuzzing import REAL, SEED, Mutator, count, run
@@ -162,7 +164,7 @@ def test_snmp_varbinds() -> None:
             return
         norm = normalize(rows, objects)
         if len(norm):
-            batch = _batch("sw", TS, norm, _names_from(rows))
+            batch = norm.name_ports(TS, names_from(rows)).to_batch("sw", "switch", "snmp")
             assert batch.num_rows == len(norm)
 
     tally = run("SNMP responses (BER)", Mutator(corpus).many(count()), decode)
@@ -190,9 +192,9 @@ def test_snmp_varbind_rows() -> None:
             bad.append((oid, rng.choice(values)))
         spliced = [*walk.rows[:20], *bad, *walk.rows[20:]]
         norm = normalize(spliced, objects)
-        batch = _batch("sw", TS, norm, _names_from(spliced))
+        batch = norm.name_ports(TS, names_from(spliced)).to_batch("sw", "switch", "snmp")
         got = set(zip(batch.data["raw_name"].to_pylist(), batch.data["value"].to_pylist(), strict=True))
-        assert set(zip(good.raw_names, good.values, strict=True)) <= got
+        assert set(zip(good.rows.raw_name, good.rows.value, strict=True)) <= got
 
     tally = run("SNMP varbind rows", (b"" for _ in range(count() // 10)), rows)
     tally.inputs = tally.inputs * 10  # ten random varbinds per call

@@ -14,8 +14,9 @@ import pytest
 from rocescope.collectors import importers
 from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.common.rows import CounterRows
-from rocescope.collectors.jobs.collector import Inventory, endpoints_batch, parse_pods
-from rocescope.collectors.lldp import links_batch, parse_lldpcli
+from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
+from rocescope.collectors.lldp.collector import links_batch
+from rocescope.collectors.lldp.parse import parse_lldpcli
 from rocescope.errors import DecodeError
 from rocescope.sim.facades.pods import pod_list_json
 from rocescope.sim.jobs import JobSpec, place_jobs

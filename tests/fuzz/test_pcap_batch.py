@@ -10,8 +10,10 @@ import pyarrow as pa
 import pytest
 
 from rocescope import schema
-from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
-from rocescope.collectors.pcap.fast import UnsupportedCapture, batches, decode_pcap
+from rocescope.collectors.pcap.collector import PcapCollector
+from rocescope.collectors.pcap.fast import batches, decode_pcap
+from rocescope.collectors.pcap.framing import UnsupportedCapture
+from rocescope.collectors.pcap.tshark import PcapFile
 from rocescope.config import SinkConfig
 from rocescope.errors import DecodeError, SchemaError
 from rocescope.pipeline.batch import decode, encode

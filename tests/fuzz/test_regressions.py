@@ -11,11 +11,14 @@ import pytest
 from rocescope import config
 from rocescope.collectors import importers
 from rocescope.collectors.common.json_text import load_json
-from rocescope.collectors.gnmi.collector import GnmiDecoder, parse_path
+from rocescope.collectors.gnmi.decode import GnmiDecoder
+from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
-from rocescope.collectors.jobs.collector import Inventory, parse_pods
-from rocescope.collectors.lldp import links_batch, parse_lldpcli
-from rocescope.collectors.snmp.collector import OBJECTS, _batch, normalize
+from rocescope.collectors.jobs.placement import Inventory, parse_pods
+from rocescope.collectors.lldp.collector import links_batch
+from rocescope.collectors.lldp.parse import parse_lldpcli
+from rocescope.collectors.snmp.normalize import normalize
+from rocescope.collectors.snmp.objects import OBJECTS
 from rocescope.errors import ConfigError
 
 AT = dt.datetime(2026, 11, 24, tzinfo=dt.UTC)
@@ -67,12 +70,12 @@ def test_lone_surrogates_do_not_fail_the_batch() -> None:
 
 
 def test_snmp_index_beyond_ifindex_range_is_malformed() -> None:
-    """snmp/collector.py _MAX_IFINDEX: an OID arc past int64 failed the whole poll's batch (OverflowError)."""
+    """snmp/normalize.py _MAX_IFINDEX: an OID arc past int64 failed the whole poll's batch (OverflowError)."""
     root = OBJECTS["ifHCInOctets"].oid
     rows = [((*root, 5), 10), ((*root, 2**64), 11), ((*root, 2**31), 12)]
     norm = normalize(rows, [OBJECTS["ifHCInOctets"]])
-    assert norm.malformed == 2 and norm.ifindex == [5]
-    assert _batch("sw", 1, norm, {5: "Ethernet5"}).num_rows == 1
+    assert norm.rows.malformed == 2 and norm.ifindex == [5]
+    assert norm.name_ports(1, {5: "Ethernet5"}).to_batch("sw", "switch", "snmp").num_rows == 1
 
 
 @pytest.mark.parametrize(

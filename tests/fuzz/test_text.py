@@ -8,9 +8,9 @@ import datetime as dt
 import time
 
 from rocescope.collectors.ebpf.rdma_qp import parse_rdma_qp_json
-from rocescope.collectors.nic.collector import FixtureHost, FixtureNic, NicCollector
+from rocescope.collectors.nic.collector import NicCollector
 from rocescope.collectors.nic.ethtool import parse_ethtool_stats
-from rocescope.collectors.nic.host import IB
+from rocescope.collectors.nic.host import IB, FixtureHost, FixtureNic
 from rocescope.collectors.nic.sysfs import ib_rate_mbps, ib_state_active, parse_sysfs_dump
 from rocescope.collectors.snmp.agent import parse_snmprec
 

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from rocescope import config
 from rocescope.cli import app
-from rocescope.collectors.gnmi.collector import GnmiCollector, GnmiTarget, load_targets
+from rocescope.collectors.gnmi.collector import GnmiCollector
+from rocescope.collectors.gnmi.targets import GnmiTarget, load_targets
 from rocescope.config import StoreConfig
 from rocescope.errors import ConfigError, StoreError
 from rocescope.pipeline.store import ChdbStore, ClickHouseStore

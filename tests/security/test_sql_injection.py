@@ -22,11 +22,12 @@ from typer.testing import CliRunner
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Window
 from rocescope.analysis.present import load_findings
-from rocescope.analysis.report import build_report
+from rocescope.analysis.report.page import build_report
 from rocescope.cli import app
-from rocescope.collectors.gnmi.collector import GnmiDecoder, parse_path
+from rocescope.collectors.gnmi.decode import GnmiDecoder
+from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
-from rocescope.collectors.jobs.collector import Inventory, endpoints_batch, parse_pods
+from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore, Store
 from rocescope.sim.facades.pods import pod_list_json

@@ -13,7 +13,7 @@ import pytest
 from rocescope import catalog
 from rocescope.pipeline.batch import conform
 from rocescope.sim.counters import SWITCH_VENDORS
-from rocescope.sim.engine import Engine, processing_order
+from rocescope.sim.engine import Engine
 from rocescope.sim.jobs import Flow, Job, JobSpec, MiB, collective_flows, place_jobs
 from rocescope.sim.kernel import red_probability
 from rocescope.sim.params import EngineParams
@@ -75,25 +75,6 @@ def rx_rate_bps(eng: Engine, nic: Nic, seconds: float) -> float:
     before = value(eng, nic.host, nic.netdev, "rx_bytes")
     eng.run(seconds)
     return (value(eng, nic.host, nic.netdev, "rx_bytes") - before) * 8 / seconds
-
-
-# --- structure
-
-
-def test_processing_order_is_topological_and_breaks_cycles() -> None:
-    order = processing_order([[1, 2, 3], [0, 2], [3, 4]])
-    pos = {p: k for k, p in enumerate(order)}
-    assert pos[1] < pos[2] < pos[3] < pos[4] and pos[0] < pos[2]
-    cyclic = processing_order([[0, 1, 2], [1, 2, 3], [2, 3, 1], [3, 1, 2]])
-    assert sorted(cyclic) == [0, 1, 2, 3] and cyclic[0] == 0
-
-
-def test_params_are_validated() -> None:
-    with pytest.raises(ValueError, match="fine_dt_s"):
-        EngineParams(dt_s=1e-3, fine_dt_s=3e-4)
-    with pytest.raises(ValueError, match="Kmin"):
-        EngineParams(ecn_kmin_bytes=2_000_000, ecn_kmax_bytes=1_000_000)
-    assert EngineParams().fine_steps == 20
 
 
 # --- conservation and losslessness

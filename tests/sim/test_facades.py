@@ -10,10 +10,12 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from rocescope.collectors.nic.collector import LiveHost, NicCollector
+from rocescope.collectors.nic.collector import NicCollector
+from rocescope.collectors.nic.host import LiveHost
 from rocescope.sim.engine import Engine
-from rocescope.sim.facades import lldp_neighbors_json, pod_list_json, write_host_view
-from rocescope.sim.facades.lldp import neighbor_interfaces
+from rocescope.sim.facades.hostview import write_host_view
+from rocescope.sim.facades.lldp import lldp_neighbors_json, neighbor_interfaces
+from rocescope.sim.facades.pods import pod_list_json
 from rocescope.sim.jobs import Flow, Job, JobSpec, place_jobs
 from rocescope.sim.params import EngineParams
 from rocescope.sim.roce import QpAllocator, udp_sport
@@ -50,7 +52,7 @@ def poll(root: Path, host: str) -> pl.DataFrame:
     collector = NicCollector(LiveHost(sysfs_root=root, ethtool=str(root / "bin/ethtool")), host)
     df = pl.from_arrow(collector.poll(T0).data)
     assert isinstance(df, pl.DataFrame)
-    assert collector.metrics.value("rocescope_nic_errors_total") == 0
+    assert collector.metrics.value("rocescope_nic_poll_failures_total") == 0
     return df.with_columns(pl.col("port", "metric", "raw_name", "source").cast(pl.String))
 
 

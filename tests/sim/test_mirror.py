@@ -16,8 +16,9 @@ import pytest
 
 from rocescope.analysis.frames import Window
 from rocescope.analysis.run import analyze
-from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
+from rocescope.collectors.pcap.collector import PcapCollector
 from rocescope.collectors.pcap.fast import decode_pcap
+from rocescope.collectors.pcap.tshark import PcapFile
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import ChdbStore
 from rocescope.sim.incidents import World, build_world

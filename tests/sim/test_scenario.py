@@ -14,7 +14,7 @@ from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import ChdbStore
 from rocescope.sim.incidents import build_world
 from rocescope.sim.run import RunSummary, run_scenario, simulate
-from rocescope.sim.scenario import Scenario, ScenarioError, load_scenario, parse_duration, scenario_names
+from rocescope.sim.scenario import Scenario, ScenarioError, load_scenario, scenario_names
 
 SHIPPED = {
     "baseline",
@@ -91,15 +91,6 @@ def test_unknown_devices_are_reported_with_the_incident() -> None:
     sc = small("t", [{"kind": "pfc_storm", "start": 1, "device": "gpu-999", "port": "eth0"}])
     with pytest.raises(ScenarioError, match=r"incidents\.0 \(pfc_storm\): no port gpu-999:eth0"):
         build_world(sc)
-
-
-def test_durations() -> None:
-    assert parse_duration("10m") == 600
-    assert parse_duration("1m30s") == 90
-    assert parse_duration("250ms") == 0.25
-    assert parse_duration(7) == 7.0
-    with pytest.raises(ValueError):
-        parse_duration("ten minutes")
 
 
 # --- the fast path into the store

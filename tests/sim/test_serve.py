@@ -19,11 +19,12 @@ from rocescope.collectors.gnmi.collector import GnmiCollector
 from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store
+from rocescope.sim.facades.server import FabricServer
 from rocescope.sim.facades.snmp import SnmpAgentFacade, SnmpServer
 from rocescope.sim.incidents import build_world
 from rocescope.sim.run import RunSummary, simulate
 from rocescope.sim.scenario import load_scenario
-from rocescope.sim.serve import FabricServer, ServeStats, serve_scenario
+from rocescope.sim.serve import ServeStats, serve_scenario
 
 SCENARIO = "pfc_storm"  # gpu-005 eth0 stuck pausing 60-90 s
 SECONDS = 100.0

@@ -1,5 +1,5 @@
-"""The eBPF collector: the `rdma resource show qp -j` parser and QpSource seam, pid -> owner mapping, and
-the BPF programs compiled and (where the kernel allows) attached for real.
+"""The eBPF collector: QP owner rows over the QpSource seam, its targets' health, the run loop, and the BPF
+programs attached for real where the kernel allows.
 
 * tracepoints (`skb:kfree_skb`, `tcp:tcp_retransmit_skb`): attached for real; the test makes the events
   in a network namespace it owns: UDP to a port nobody listens on (drop reason NO_SOCKET), and a TCP
@@ -10,9 +10,9 @@ the BPF programs compiled and (where the kernel allows) attached for real.
   MADs on QP1, a ConnectX-4 Lx CNP) plus CE-marked copies (no CE-marked RoCEv2 capture was found
   publicly: those are built from a real frame by setting the ECN bits), and the counts per (QP, ECN,
   opcode) must match what a Python decode of the same frames says.
-* kprobes (QP ownership): the kernel here has none, so the program is compiled and loaded through the
-  verifier, and attached only where the kernel can; the collector's fallback to `rdma resource show qp`
-  is checked to be taken and said once.
+* kprobes (QP ownership): the kernel here has none, so their events are built in the program's own
+  layout and fed to the collector; its fallback to `rdma resource show qp` is checked to be taken and
+  said once.
 
 BPF tests need root (CAP_BPF + CAP_PERFMON, CAP_NET_ADMIN for XDP and namespaces) and bcc (Debian's
 python3-bpfcc, installed by scripts/system-deps and linked into the venv by scripts/bootstrap).
@@ -36,38 +36,15 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
-from rocescope.collectors.ebpf.collector import (
-    QP_KPROBES,
-    EbpfCollector,
-    EbpfUnavailable,
-    ProcOwnerResolver,
-    kernel_source,
-    kprobes_unavailable,
-    load_bcc,
-    pod_uid,
-    program_text,
-    tracepoint_fields,
-)
-from rocescope.collectors.ebpf.rdma_qp import (
-    FixtureQpSource,
-    QpRecord,
-    QpSourceError,
-    RdmaCommandQpSource,
-    calc_flow_label,
-    flow_label_to_udp_sport,
-    gid_to_ip,
-    parse_rdma_qp_json,
-    roce_udp_sport,
-)
-from rocescope.errors import DecodeError
+from rocescope.collectors.ebpf.collector import EbpfCollector
+from rocescope.collectors.ebpf.loader import EbpfUnavailable, kprobes_unavailable, program_text, tracepoint_fields
+from rocescope.collectors.ebpf.rdma_qp import FixtureQpSource, roce_udp_sport
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import InProcessBus
 from rocescope.sim.roce import gid_from_ipv4
 from rocescope.sim.roce import udp_sport as sim_udp_sport
-from rocescope.testbed.snmpd import Netns, netns_unavailable
+from rocescope.testbed.snmpd import Netns
 
 FIXTURES = Path(__file__).parents[2] / "fixtures"
 QP_JSON = FIXTURES / "rdma" / "rdma_resource_show_qp.json"
@@ -78,198 +55,7 @@ ROCE_PCAPS = (
     "scapy_realpkts_cnp_cx4lx_and_rocev1.pcap",
 )
 T = TypeVar("T")
-
-# --------------------------------------------------------------------------------------------------
-# `rdma resource show qp -j`
-
-
-def test_fixture_parses_every_qp() -> None:
-    parsed = FixtureQpSource.from_file(QP_JSON).snapshot()
-    assert parsed.skipped == 0
-    assert len(parsed.records) == 7
-    kernel = [r for r in parsed.records if r.pid == 0]
-    assert [(r.qpn, r.qp_type, r.comm) for r in kernel] == [(0, "SMI", "ib_core"), (1, "GSI", "ib_core")]
-    assert parsed.records[2] == QpRecord(
-        rdma_dev="mlx5_0",
-        qpn=4714,
-        dest_qpn=4715,
-        port=1,
-        qp_type="RC",
-        state="RTS",
-        pid=30489,
-        comm="ib_write_bw",
-        udp_sport=sim_udp_sport(4714, 4715),  # no GID or flow label here: the kernel's default port
-    )
-    unbound = parsed.records[-1]
-    assert (unbound.rdma_dev, unbound.port, unbound.state, unbound.dest_qpn) == ("mlx5_3", 0, "RESET", 0)
-
-
-def test_garbled_output_raises_decode_error_and_bad_records_are_skipped() -> None:
-    with pytest.raises(DecodeError, match="not JSON"):
-        parse_rdma_qp_json('[{"ifname": "mlx5_0", "lqpn": 1')
-    with pytest.raises(DecodeError, match="want a JSON array"):
-        parse_rdma_qp_json('{"ifname": "mlx5_0", "lqpn": 1}')
-    # iproute2 4.x wrapped each record in its own array; junk around good records is skipped, not guessed at
-    text = json.dumps(
-        [
-            [{"ifname": "mlx5_0", "lqpn": 7, "pid": 9, "comm": "a"}],
-            {"ifname": "mlx5_0", "lqpn": -1},
-            {"ifname": "", "lqpn": 3},
-            {"ifname": "mlx5_0", "lqpn": 1 << 24},
-            {"ifname": "mlx5_0", "lqpn": True},
-            "junk",
-            {"ifname": "mlx5_1", "lqpn": 8, "rqpn": 9, "pid": 10},
-        ]
-    )
-    parsed = parse_rdma_qp_json(text)
-    assert [(r.rdma_dev, r.qpn) for r in parsed.records] == [("mlx5_0", 7), ("mlx5_1", 8)]
-    assert parsed.skipped == 5
-    assert len(parsed.examples) == 3 and "lqpn=-1" in parsed.examples[0]
-
-
-_good = st.builds(
-    lambda dev, qpn, rqpn, pid: {"ifname": dev, "lqpn": qpn, "rqpn": rqpn, "pid": pid, "comm": "x", "type": "RC"},
-    st.sampled_from(["mlx5_0", "mlx5_1", "bnxt_re0", "rxe0"]),
-    st.integers(0, 0xFFFFFF),
-    st.integers(0, 0xFFFFFF),
-    st.integers(1, 0xFFFFFFFF),
-)
-_bad_value = st.one_of(
-    st.integers(max_value=-1),
-    st.integers(min_value=1 << 24),
-    st.floats(allow_nan=False),
-    st.text(max_size=5),
-    st.booleans(),
-    st.none(),
-    st.lists(st.integers(), max_size=2),
-)
-_junk = st.one_of(
-    st.integers(),
-    st.text(max_size=10),
-    st.none(),
-    st.booleans(),
-    st.dictionaries(st.text(max_size=6).filter(lambda k: k not in ("ifname", "lqpn")), st.integers(), max_size=3),
-    st.builds(lambda r, v: {**r, "lqpn": v}, _good, _bad_value.filter(lambda v: v is not None)),
-    st.builds(lambda r, v: {**r, "ifname": v}, _good, st.one_of(st.just(""), st.integers(), st.none())),
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(good=st.lists(_good, max_size=8), junk=st.lists(_junk, max_size=8), data=st.data())
-def test_fuzz_parser_keeps_good_records_and_skips_junk(good: list[dict[str, Any]], junk: list[Any], data: Any) -> None:
-    order = data.draw(st.permutations([("g", i) for i in range(len(good))] + [("j", i) for i in range(len(junk))]))
-    doc = [good[i] if kind == "g" else junk[i] for kind, i in order]
-    parsed = parse_rdma_qp_json(json.dumps(doc))
-    kept = [good[i] for kind, i in order if kind == "g"]
-    assert [(r.rdma_dev, r.qpn, r.dest_qpn, r.pid) for r in parsed.records] == [
-        (g["ifname"], g["lqpn"], g["rqpn"], g["pid"]) for g in kept
-    ]
-    assert parsed.skipped == len(junk)
-
-
-@settings(max_examples=300, deadline=None)
-@given(data=st.data())
-def test_fuzz_garbled_bytes_raise_decode_error_or_give_valid_records(data: Any) -> None:
-    raw = bytearray(QP_JSON.read_bytes())
-    for _ in range(data.draw(st.integers(1, 8))):
-        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
-    try:
-        parsed = parse_rdma_qp_json(bytes(raw))
-    except DecodeError:
-        return
-    for rec in parsed.records:
-        assert rec.rdma_dev and 0 <= rec.qpn <= 0xFFFFFF and 0 <= rec.dest_qpn <= 0xFFFFFF
-        assert 0 <= rec.pid <= 0xFFFFFFFF
-
-
-@given(st.text())
-def test_fuzz_any_text_is_decode_error_or_a_parse(text: str) -> None:
-    with contextlib.suppress(DecodeError):
-        parse_rdma_qp_json(text)
-
-
-def test_live_rdma_tool_reads_or_says_why() -> None:
-    """The real `rdma` binary: QPs where the host has RDMA devices, else a QpSourceError with its reason."""
-    source = RdmaCommandQpSource()
-    if not Path(source.rdma_path).exists():
-        with pytest.raises(QpSourceError, match="not found"):
-            source.snapshot()
-        return
-    try:
-        parsed = source.snapshot()
-    except QpSourceError as exc:
-        assert "rdma -j resource show qp" in str(exc) and "exit" in str(exc)
-    else:
-        assert parsed.skipped == 0
-
-
-# --------------------------------------------------------------------------------------------------
-# RoCEv2 addressing and owners
-
-
-def test_flow_label_and_udp_source_port_follow_the_kernel_helpers() -> None:
-    assert calc_flow_label(4714, 4715) == calc_flow_label(4715, 4714)  # symmetric: both ends hash alike
-    assert flow_label_to_udp_sport(0) == 0xC000
-    assert flow_label_to_udp_sport(0xFFFFF) == 0xFFC0  # low 14 bits XOR high 6 bits, in 0xC000-0xFFFF
-    assert roce_udp_sport(1, 2, flow_label=0x12345) == flow_label_to_udp_sport(0x12345)
-    assert roce_udp_sport(4714, 4715) == flow_label_to_udp_sport(calc_flow_label(4714, 4715))
-    assert all(0xC000 <= roce_udp_sport(q, q * 7 + 1) <= 0xFFFF for q in range(0, 1 << 24, 99991))
-
-
-def test_gid_to_ip() -> None:
-    assert gid_to_ip(socket.inet_pton(socket.AF_INET6, "::ffff:10.1.2.3")) == "10.1.2.3"
-    assert gid_to_ip(socket.inet_pton(socket.AF_INET6, "fd00::7")) == "fd00::7"
-    assert gid_to_ip(bytes(16)) == ""
-    assert gid_to_ip(b"short") == ""
-
-
-def test_pod_uid_from_kubelet_cgroup_paths() -> None:
-    uid = "0c2d6a3e-1b5f-4f0a-9a51-6d3c4e2b1a90"
-    assert pod_uid(f"/kubepods/burstable/pod{uid}/3f1e9c0d2b") == uid
-    systemd = f"/kubepods.slice/kubepods-besteffort.slice/kubepods-besteffort-pod{uid.replace('-', '_')}.slice/cri"
-    assert pod_uid(systemd) == uid
-    assert pod_uid("/user.slice/user-0.slice/session-3.scope") == ""
-
-
-def _sleeper(job: str) -> subprocess.Popen[bytes]:
-    """A child process with a job id in its environment, once it has exec'd (before, /proc shows our copy;
-    and execve names the process before it lays out the new environment, so wait for both)."""
-    child = subprocess.Popen(["sleep", "30"], env={**os.environ, "ROCESCOPE_JOB_ID": job})
-    proc = Path(f"/proc/{child.pid}")
-    deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and not (
-        (proc / "comm").read_text().strip() == "sleep" and b"ROCESCOPE_JOB_ID" in (proc / "environ").read_bytes()
-    ):
-        time.sleep(0.005)
-    return child
-
-
-def test_owner_of_a_real_process_comes_from_proc() -> None:
-    child = _sleeper("job-42")
-    try:
-        owner = ProcOwnerResolver().resolve(child.pid)
-        assert owner.comm == "sleep"
-        assert owner.job_id == "job-42"
-        expected = Path(f"/proc/{child.pid}/cgroup").read_text().splitlines()
-        assert any(owner.cgroup in line for line in expected)
-    finally:
-        child.kill()
-        child.wait()
-    gone = ProcOwnerResolver().resolve(child.pid, comm="trainer", cgroup_id=4242)
-    assert (gone.comm, gone.cgroup, gone.job_id) == ("trainer", "cgroup-id:4242", "")
-
-
-def test_owner_in_a_pod_maps_to_its_job(tmp_path: Path) -> None:
-    uid = "0c2d6a3e-1b5f-4f0a-9a51-6d3c4e2b1a90"
-    proc = tmp_path / "proc" / "77"
-    proc.mkdir(parents=True)
-    (proc / "comm").write_text("python\n")
-    (proc / "cgroup").write_text(f"12:memory:/kubepods/burstable/pod{uid}/abc\n0::/\n")
-    (proc / "environ").write_bytes(b"PATH=/bin\0SLURM_JOB_ID=999\0")
-    resolver = ProcOwnerResolver(tmp_path / "proc", pod_jobs={uid: "team-a/llama-70b"})
-    owner = resolver.resolve(77)
-    assert (owner.comm, owner.cgroup, owner.pod, owner.job_id) == ("python", f"pod:{uid}", uid, "team-a/llama-70b")
-    assert ProcOwnerResolver(tmp_path / "proc").resolve(77).job_id == "999"  # no pod mapping: the environment
+Sleeper = Callable[[str], subprocess.Popen[bytes]]  # the `sleeper` fixture
 
 
 # --------------------------------------------------------------------------------------------------
@@ -280,8 +66,8 @@ def _rows(batch: Batch) -> list[dict[str, Any]]:
     return batch.data.to_pylist()  # type: ignore[no-any-return]
 
 
-def test_qp_owner_rows_from_the_fixture_source_ship_on_change() -> None:
-    child = _sleeper("job-7")
+def test_qp_owner_rows_from_the_fixture_source_ship_on_change(sleeper: Sleeper) -> None:
+    child = sleeper("job-7")
     try:
         doc = json.loads(QP_JSON.read_text())
         for rec in doc:
@@ -332,7 +118,38 @@ def test_run_publishes_owner_batches_through_the_producer() -> None:
     assert polls >= 2
     messages = bus.messages("rocescope.qp_owners.v1")
     assert len(messages) == 1  # shipped once, then unchanged; empty counters batches are not published
-    assert collector.metrics.value("rocescope_ebpf_rows_total", stream="qp_owners") == 5
+    assert collector.metrics.value("rocescope_ebpf_values_total", target="qp") == 5
+    assert collector.health()["qp"].values == 5 and collector.health()["maps"].polls == polls
+
+
+def test_bad_qp_records_and_an_unreadable_table_are_counted_and_logged_once(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.WARNING, "rocescope.collectors.ebpf.collector")
+    good = json.loads(QP_JSON.read_text())
+    source = FixtureQpSource(json.dumps([*good, {"ifname": "mlx5_0", "lqpn": -1}]))
+    collector = EbpfCollector("gpu-07", qp_source=source, host_events=False).start()
+    for _ in range(3):
+        collector.poll()
+    qp = collector.health()["qp"]
+    assert (qp.up, qp.polls, qp.malformed, qp.values) == (True, 3, 3, 5)
+    assert collector.metrics.value("rocescope_ebpf_malformed_total", target="qp") == 3
+    assert [r.getMessage() for r in caplog.records] == [
+        "ebpf gpu-07 qp: skipped 1 malformed QP record(s), e.g. bad lqpn=-1"
+    ]
+    caplog.clear()
+    source.text = "[{"
+    collector.poll()
+    collector.poll()
+    qp = collector.health()["qp"]
+    assert (qp.up, qp.failures, qp.consecutive_failures) == (False, 2, 2)
+    assert collector.metrics.value("rocescope_ebpf_target_up", target="qp") == 0
+    assert len(caplog.records) == 1 and "reading QP owners from fixture failed" in caplog.records[0].getMessage()
+    caplog.clear()
+    source.text = json.dumps(good)
+    owners = collector.poll()[1]
+    assert owners.num_rows == 5  # announced again once the table reads
+    assert [r.getMessage() for r in caplog.records] == ["ebpf gpu-07 qp: read fine again"]
+    assert collector.health()["qp"].up and collector.health()["maps"].up
+    collector.close()
 
 
 def test_without_kprobes_the_collector_falls_back_to_the_rdma_tool_and_says_so_once(
@@ -350,35 +167,20 @@ def test_without_kprobes_the_collector_falls_back_to_the_rdma_tool_and_says_so_o
         collector.close()
     fallback = [r for r in caplog.records if "falling back to polling `rdma resource show qp -j`" in r.message]
     assert len(fallback) == 1
-    errors = collector.metrics.value("rocescope_ebpf_qp_source_errors_total")
+    m = collector.metrics  # per target: up, duration of its last read, failed reads
+    errors = m.value("rocescope_ebpf_poll_failures_total", target="qp")
     failures = [r for r in caplog.records if "reading QP owners from rdma failed" in r.message]
     assert len(failures) == (1 if errors else 0)  # a failing tool is logged once, not every poll
-    m = collector.metrics  # per target: up, duration of its last read, failed reads
-    assert m.value("rocescope_ebpf_errors_total", target="qp") == errors
+    assert errors in (0, 3)
     assert m.value("rocescope_ebpf_target_up", target="qp") == (0 if errors else 1)
     assert m.value("rocescope_ebpf_target_up", target="maps") == 1
-    assert m.value("rocescope_ebpf_target_read_seconds", target="qp") > 0
+    assert m.value("rocescope_ebpf_target_seconds", target="qp") > 0
+    qp = collector.health()["qp"]
+    assert (qp.up, qp.failures) == (not errors, errors)
 
 
 # --------------------------------------------------------------------------------------------------
 # BPF for real
-
-
-def _need_bpf() -> Any:
-    if os.geteuid() != 0:
-        pytest.skip("needs root: CAP_BPF + CAP_PERFMON (and CAP_NET_ADMIN for XDP and namespaces)")
-    try:
-        bcc = load_bcc()
-        kernel_source()
-    except EbpfUnavailable as exc:
-        pytest.skip(str(exc))
-    return bcc
-
-
-def _need_netns() -> None:
-    reason = netns_unavailable()
-    if reason is not None:
-        pytest.skip(reason)
 
 
 _libc = ctypes.CDLL(None, use_errno=True)
@@ -409,38 +211,15 @@ def in_netns(ns: Netns, fn: Callable[[], T]) -> T:
     return box["result"]  # type: ignore[no-any-return]
 
 
-@pytest.fixture
-def netns() -> Iterator[Netns]:
-    _need_netns()
-    with Netns() as ns:
-        yield ns
-
-
 def _value(batch: Batch, metric: str, port: str) -> float:
     return float(sum(r["value"] for r in _rows(batch) if r["metric"] == metric and r["port"] == port))
 
 
-def test_qp_kprobe_program_compiles_and_passes_the_verifier() -> None:
-    bcc = _need_bpf()
-    prog = bcc.BPF(text=program_text("qp_owner.c").encode())
-    try:
-        for _, _, fn_name in QP_KPROBES:
-            assert prog.load_func(fn_name.encode(), bcc.BPF.KPROBE).fd >= 0
-        why = kprobes_unavailable()
-        if why is None and "ib_create_qp_user" in Path("/proc/kallsyms").read_text():
-            for kind, function, fn_name in QP_KPROBES:  # this kernel can: attach for real
-                attach = prog.attach_kretprobe if kind == "kretprobe" else prog.attach_kprobe
-                attach(event=function.encode(), fn_name=fn_name.encode())
-    finally:
-        prog.cleanup()
-
-
-def test_qp_events_laid_out_as_the_kprobe_program_emits_them_become_owner_rows() -> None:
+def test_qp_events_laid_out_as_the_kprobe_program_emits_them_become_owner_rows(bcc: Any, sleeper: Sleeper) -> None:
     """The kprobes cannot fire here, so their perf events are built in the program's own event layout
     (bcc derives it from the compiled C) and fed to the collector's perf-buffer callback."""
-    bcc = _need_bpf()
     prog = bcc.BPF(text=program_text("qp_owner.c").encode())
-    child = _sleeper("job-9")
+    child = sleeper("job-9")
     collector = EbpfCollector("gpu-09", host_events=False, qp_ownership=False)
     collector._qp_bpf, collector.qp_mode = prog, "kprobe"  # what a successful _attach_qp_kprobes leaves
     try:
@@ -474,8 +253,8 @@ def test_qp_events_laid_out_as_the_kprobe_program_emits_them_become_owner_rows()
         child.wait()
 
 
+@pytest.mark.usefixtures("bcc")
 def test_drops_by_reason_and_tcp_retransmits_from_tracepoints(netns: Netns) -> None:
-    _need_bpf()
     try:
         has_reason = "reason" in tracepoint_fields("skb", "kfree_skb")
         tracepoint_fields("tcp", "tcp_retransmit_skb")
@@ -575,8 +354,8 @@ def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
 
 
+@pytest.mark.usefixtures("bcc")
 def test_xdp_counts_rocev2_packets_by_qp_ecn_and_opcode_on_a_veth(netns: Netns) -> None:
-    _need_bpf()
     frames = [f for name in ROCE_PCAPS for f in _pcap_frames(PCAPS / name)]
     write = next(f for f in frames if _roce_key(f) is not None and _roce_key(f)[2] == 6)  # type: ignore[index]
     frames += [_ce_marked(write)] * 4
@@ -628,9 +407,9 @@ def test_xdp_counts_rocev2_packets_by_qp_ecn_and_opcode_on_a_veth(netns: Netns) 
     assert "xdp" not in detached
 
 
+@pytest.mark.usefixtures("bcc")
 def test_cli_collect_ebpf_lands_counters(tmp_path: Path) -> None:
     """The poll interval comes from the config's collectors.ebpf section; one poll lands before --seconds."""
-    _need_bpf()
     from typer.testing import CliRunner
 
     from rocescope.cli import app

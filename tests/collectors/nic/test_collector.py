@@ -1,4 +1,5 @@
-"""NicCollector over a FixtureHost made of the real outputs: the Batch, failures, self-metrics, the run loop."""
+"""NicCollector over a FixtureHost made of the real outputs: the Batch, RDMA rows, failures, health and
+self-metrics, the run loop."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import polars as pl
 import pytest
 
 from rocescope import schema
-from rocescope.collectors.nic.collector import UNKNOWN_PREFIX, FixtureHost, FixtureNic, NicCollector
+from rocescope.collectors.nic.collector import NicCollector
+from rocescope.collectors.nic.host import FixtureHost, FixtureNic, rerooted
+from rocescope.collectors.nic.normalize import UNKNOWN_PREFIX
+from rocescope.collectors.nic.sysfs import parse_sysfs_dump
 from rocescope.pipeline.batch import Batch, decode, encode
 from rocescope.pipeline.transport import InProcessBus
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "realdata"
 ETHTOOL = REAL / "01_ethtool"
+DUMP = REAL / "02_rdma" / "procfs_fixture_mlx5_0_sysfs.txt"
 TS = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
 
 
@@ -25,7 +30,7 @@ def real(name: str) -> str:
 
 
 def nics(broken: bool = False) -> list[FixtureNic]:
-    dump = (REAL / "02_rdma" / "procfs_fixture_mlx5_0_sysfs.txt").read_text()
+    dump = DUMP.read_text()
     out = [
         FixtureNic("eth3", "mlx5_core", real("ethq_mlx5_core_cx4_ethtool-S.txt"), "mlx5_3", 1, dump, speed_mbps=25000),
         FixtureNic("ens1f0np0", "bnxt_en", real("ethq_bnxt_en_ethtool-S.txt"), speed_mbps=100000),
@@ -95,12 +100,16 @@ def test_a_failing_netdev_is_counted_logged_once_and_the_rest_goes_on(caplog: py
     healthy = NicCollector(FixtureHost.from_nics(nics()), "gpu-a01").poll(TS)
     assert all(b.num_rows == healthy.num_rows for b in batches)
     m = collector.metrics
-    assert m.value("rocescope_nic_errors_total", target="eth9") == 3
-    assert m.value("rocescope_nic_errors_total") == 3
+    assert m.value("rocescope_nic_poll_failures_total", target="eth9") == 3
+    assert m.value("rocescope_nic_poll_failures_total") == 3
     assert m.value("rocescope_nic_target_up", target="eth9") == 0
     assert m.value("rocescope_nic_target_up", target="eth3") == 1
-    assert m.value("rocescope_nic_polls_total") == 3
-    assert [r.getMessage() for r in caplog.records] == ["nic gpu-a01: eth9: no `ethtool -S` output recorded"]
+    assert m.value("rocescope_nic_polls_total", target="eth3") == 3
+    down = collector.health()["eth9"]
+    assert (down.up, down.failures, down.consecutive_failures) == (False, 3, 3)
+    assert down.last_error == "no `ethtool -S` output recorded"
+    assert collector.health()["mlx5_3/1"].up
+    assert [r.getMessage() for r in caplog.records] == ["nic gpu-a01 eth9: no `ethtool -S` output recorded"]
     # recovery is said once too
     assert isinstance(collector.host, FixtureHost)
     collector.host.ethtool["eth9"] = real("ethq_mlx5_core_cx4_ethtool-S.txt")
@@ -108,7 +117,7 @@ def test_a_failing_netdev_is_counted_logged_once_and_the_rest_goes_on(caplog: py
     with caplog.at_level(logging.INFO, logger="rocescope.collectors.nic.collector"):
         collector.poll(TS)
         collector.poll(TS)
-    assert [r.getMessage() for r in caplog.records] == ["nic gpu-a01: eth9 read fine again"]
+    assert [r.getMessage() for r in caplog.records] == ["nic gpu-a01 eth9: read fine again"]
     assert m.value("rocescope_nic_target_up", target="eth9") == 1
 
 
@@ -123,13 +132,14 @@ def test_malformed_output_keeps_good_values_and_counts_bad_lines(caplog: pytest.
         collector.poll(TS)
     assert value(df, "eth3", "rx_bytes") == 2202570777997  # the real line further down is still read
     assert value(df, "eth3", "tx_bytes") == 2662454044895
-    assert collector.metrics.value("rocescope_nic_malformed_lines_total", target="eth3") == 6  # 3 per poll
-    assert collector.metrics.value("rocescope_nic_errors_total") == 0
+    assert collector.metrics.value("rocescope_nic_malformed_total", target="eth3") == 6  # 3 per poll
+    assert collector.metrics.value("rocescope_nic_poll_failures_total") == 0
     assert len(caplog.records) == 1
     assert caplog.records[0].getMessage() == (
-        "nic gpu-a01: `ethtool -S eth3`: skipped 3 malformed line(s), kept 143 values; "
+        "nic gpu-a01 eth3: skipped 3 malformed line(s) of `ethtool -S`, kept 143 values; "
         "first at line 11: '<<< garbage >>>'"
     )
+    assert collector.health()["eth3"].up and collector.health()["eth3"].malformed == 6
 
 
 def test_unknown_names_kept_raw_or_dropped() -> None:
@@ -148,16 +158,80 @@ def test_self_metrics_count_values_and_time() -> None:
     batch = collector.poll()
     m = collector.metrics
     assert m.value("rocescope_nic_values_total") == batch.num_rows
-    assert m.value("rocescope_nic_values_total", source="rdma") == 47
+    assert m.value("rocescope_nic_values_total", target="mlx5_3/1") == 47
     assert m.value("rocescope_nic_queue_values_skipped_total") == 608 + 288 + 512 + 48
     assert m.value("rocescope_nic_unknown_values_total") > 0
     assert m.value("rocescope_nic_poll_seconds_count") == 1
     assert m.value("rocescope_nic_poll_cpu_seconds_total") > 0
-    assert m.value("rocescope_nic_target_read_seconds", target="eth3") > 0
+    assert m.value("rocescope_nic_target_seconds", target="eth3") > 0
+    assert collector.health()["eth3"].values == m.value("rocescope_nic_values_total", target="eth3") > 0
     # without a fixed ts, each target carries the time it was read
     df = frame(batch)
     assert df["ts"].n_unique() >= 1
     assert abs(df["ts"].max() - dt.datetime.now(dt.UTC)) < dt.timedelta(minutes=1)  # type: ignore[operator]
+
+
+def rdma_host() -> FixtureHost:
+    return FixtureHost.from_nics([FixtureNic("eth3", "mlx5_core", None, "mlx5_3", 1, DUMP.read_text())])
+
+
+def rdma_rows(collector: NicCollector) -> pl.DataFrame:
+    batch = collector.poll(TS)
+    df = pl.from_arrow(batch.data)
+    assert isinstance(df, pl.DataFrame)
+    df = df.with_columns(pl.col("port", "metric", "raw_name", "source").cast(pl.String))
+    return df.filter(pl.col("port") == "mlx5_3/1")
+
+
+def test_rdma_rows_canonical_scaled_and_raw() -> None:
+    df = rdma_rows(NicCollector(rdma_host(), "gpu-07"))
+    assert set(df["source"]) == {"rdma"} and set(df["priority"]) == {-1}
+    got = {m: (v, r) for m, v, r in df.select("metric", "value", "raw_name").iter_rows()}
+    # hw_counters (vendor mlx5_rdma), values as in the dump
+    assert got["out_of_sequence"] == (1.0, "out_of_sequence")
+    assert got["local_ack_timeout_err"] == (131.0, "local_ack_timeout_err")
+    assert got["packet_seq_err"] == (1.0, "packet_seq_err")
+    assert got["duplicate_request"] == (41.0, "duplicate_request")
+    assert got["req_cqe_error"] == (3481.0, "req_cqe_error")
+    assert got["rx_read_requests"] == (175528982.0, "rx_read_requests")
+    assert got["roce_adp_retrans"] == (99.0, "roce_adp_retrans")
+    # IB PortCounters (vendor ib_port): data counters are 4-byte words, scaled x4
+    assert got["rdma_rx_bytes"] == (18126345378 * 4.0, "port_rcv_data")
+    assert got["rdma_tx_bytes"] == (2880761508848 * 4.0, "port_xmit_data")
+    assert got["rdma_rx_packets"] == (541889824.0, "port_rcv_packets")
+    assert got["link_down_events"] == (0.0, "link_downed")
+    # link state and rate
+    assert got["oper_up"] == (1.0, "state")
+    assert got["port_speed_bps"] == (25e9, "rate")
+    # unknown names kept raw; `lifespan` (a setting, not a counter) dropped
+    assert got[UNKNOWN_PREFIX + "req_cqe_flush_error"] == (80.0, "req_cqe_flush_error")
+    assert got[UNKNOWN_PREFIX + "unicast_xmit_packets"] == (10907922116.0, "unicast_xmit_packets")
+    assert "lifespan" not in set(df["raw_name"])
+    assert df.height == 21 + 24 + 2
+    assert set(df["ts"]) == {TS}
+
+
+def test_rdma_unknown_names_can_be_dropped() -> None:
+    df = rdma_rows(NicCollector(rdma_host(), "gpu-07", keep_unknown=False))
+    assert not df.filter(pl.col("metric").str.starts_with(UNKNOWN_PREFIX)).height
+    assert df.height == 28  # 9 IB PortCounters + 17 hw_counters in the catalog, + state and rate
+
+
+def test_non_numeric_counter_counted_others_kept(caplog: pytest.LogCaptureFixture) -> None:
+    files = rerooted(parse_sysfs_dump(DUMP.read_text()).files, "mlx5_3")
+    files["/sys/class/infiniband/mlx5_3/ports/1/hw_counters/out_of_sequence"] = "N/A"
+    host = FixtureHost({}, files)
+    collector = NicCollector(host, "gpu-07")
+    with caplog.at_level(logging.WARNING, logger="rocescope.collectors.nic.collector"):
+        df = rdma_rows(collector)
+        rdma_rows(collector)
+    assert "out_of_sequence" not in set(df["metric"])
+    assert ("local_ack_timeout_err", 131.0) in set(df.select("metric", "value").iter_rows())
+    assert collector.metrics.value("rocescope_nic_malformed_total", target="mlx5_3/1") == 2
+    assert collector.metrics.value("rocescope_nic_target_up", target="mlx5_3/1") == 1
+    assert [r.getMessage() for r in caplog.records] == [
+        "nic gpu-07 mlx5_3/1: skipped 1 non-numeric counter(s): hw_counters/out_of_sequence='N/A'"
+    ]  # once, not once per poll
 
 
 def test_rediscovery_picks_up_a_new_netdev() -> None:
@@ -203,7 +277,7 @@ def test_run_publishes_each_poll_through_the_transport() -> None:
     rows = NicCollector(FixtureHost.from_nics(nics()), "gpu-a01").poll().num_rows
     assert len(got) >= 3
     assert all(b.key == "gpu-a01" and b.num_rows == rows for b in got)
-    assert collector.metrics.value("rocescope_nic_polls_total") >= 3
+    assert collector.metrics.value("rocescope_nic_polls_total", target="eth3") >= 3
 
 
 def test_run_goes_on_when_publishing_fails(caplog: pytest.LogCaptureFixture) -> None:

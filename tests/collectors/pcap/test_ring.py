@@ -22,9 +22,10 @@ import pytest
 from typer.testing import CliRunner
 
 from rocescope.cli import app
-from rocescope.collectors.pcap.collector import PcapCollector, PcapFile
+from rocescope.collectors.pcap.collector import PcapCollector
 from rocescope.collectors.pcap.fast import decode_pcap
 from rocescope.collectors.pcap.ring import RingCapture, Sampler, capture_live
+from rocescope.collectors.pcap.tshark import PcapFile
 from rocescope.pipeline.batch import Batch, make_batch
 from rocescope.testbed.snmpd import Netns, netns_unavailable
 

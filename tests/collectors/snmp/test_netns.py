@@ -20,7 +20,8 @@ from pathlib import Path
 
 import pytest
 
-from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice, V2c
+from rocescope.collectors.snmp.agent import V2c
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 from rocescope.pipeline.batch import Batch
 from rocescope.testbed.snmpd import (
     Netns,
@@ -97,7 +98,7 @@ def test_veth_counters_follow_traffic_and_new_interfaces_get_names(tmp_path: Pat
         assert dtx >= echoed_bytes, f"tx moved {dtx:.0f} B, echoed {echoed_bytes} B"
         assert drx < sent_bytes * 1.5 and dtx < echoed_bytes * 1.5  # the echo traffic, not something else
         assert value(after, data_agent, "rx_unicast_packets") - value(before, data_agent, "rx_unicast_packets") >= 0
-        walks = collector.metrics.value("rocescope_snmp_name_walks_total", device="agent-ns")
+        walks = collector.metrics.value("rocescope_snmp_name_walks_total", target="agent-ns")
 
         # a new interface: its ifIndex is unknown, so the poll that meets it walks the names again
         veth((extra_a, agent_ns, None), (extra_b, agent_ns, None))
@@ -111,7 +112,7 @@ def test_veth_counters_follow_traffic_and_new_interfaces_get_names(tmp_path: Pat
             time.sleep(0.5)
         assert {extra_a, extra_b} <= ports
         assert not any(p.startswith("ifIndex:") for p in ports)
-        assert collector.metrics.value("rocescope_snmp_name_walks_total", device="agent-ns") == walks + 1
+        assert collector.metrics.value("rocescope_snmp_name_walks_total", target="agent-ns") == walks + 1
     finally:
         if snmpd is not None:
             snmpd.stop()

@@ -1,4 +1,5 @@
-"""LiveHost: sysfs read from a directory tree laid out like the kernel's, and `ethtool -S` run as a real process.
+"""The NicHost seam. LiveHost: sysfs read from a directory tree laid out like the kernel's, and `ethtool -S` run
+as a real process; FixtureHost: recorded sysfs and `ethtool -S` text.
 
 The tree under tmp_path mirrors a ConnectX host: PCI functions under /sys/devices with their driver
 link, netdev and RDMA device; /sys/class/{net,infiniband} are symlinks into them, as on a real host.
@@ -19,9 +20,11 @@ from pathlib import Path
 import polars as pl
 import pytest
 
-from rocescope.collectors.nic.collector import LinkState, LiveHost, NicCollector, NicReadError
+from rocescope.collectors.nic.collector import NicCollector
 from rocescope.collectors.nic.ethtool import parse_ethtool_stats
+from rocescope.collectors.nic.host import FixtureHost, FixtureNic, LinkState, LiveHost
 from rocescope.collectors.nic.sysfs import parse_sysfs_dump
+from rocescope.errors import NicReadError
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "realdata"
 MLX5 = REAL / "01_ethtool" / "ethq_mlx5_core_cx4_ethtool-S.txt"
@@ -123,6 +126,25 @@ def test_sysfs_tree_maps_netdevs_and_rdma_devices(sysroot: Path, tmp_path: Path)
     assert host.rdma_port_counters("mlx5_3", 1, "hw_counters")["local_ack_timeout_err"] == "131"
 
 
+def rdma_host() -> FixtureHost:
+    return FixtureHost.from_nics([FixtureNic("eth3", "mlx5_core", None, "mlx5_3", 1, DUMP.read_text())])
+
+
+def test_fixture_host_rdma_seam() -> None:
+    host = rdma_host()
+    assert host.rdma_devices() == ["mlx5_3"]
+    assert host.rdma_ports("mlx5_3") == [1]
+    assert host.netdev_of("mlx5_3", 1) == "eth3"
+    assert host.rdma_link("mlx5_3", 1) == LinkState(True, 25000)
+    counters = host.rdma_port_counters("mlx5_3", 1, "counters")
+    hw = host.rdma_port_counters("mlx5_3", 1, "hw_counters")
+    assert len(counters) == 21 and len(hw) == 25
+    assert counters["port_xmit_data"] == "2880761508848" and hw["out_of_sequence"] == "1"
+    assert host.rdma_port_counters("mlx5_9", 1, "counters") == {}
+    with pytest.raises(ValueError, match="unknown RDMA counter group"):
+        host.rdma_port_counters("mlx5_3", 1, "../../../etc")
+
+
 def test_collector_over_the_tree_and_a_real_process(sysroot: Path, tmp_path: Path) -> None:
     collector = NicCollector(LiveHost(sysroot, ethtool=recording_ethtool(tmp_path)), "gpu-b02")
     df = pl.from_arrow(collector.poll(TS).data)
@@ -142,7 +164,7 @@ def test_collector_over_the_tree_and_a_real_process(sysroot: Path, tmp_path: Pat
     assert one("eth4", "raw:rx_total_ring_discards") == 655430134
     assert one("eth3", "port_speed_bps") == 200e9 and one("eth4", "oper_up") == 0
     assert one("mlx5_4/1", "oper_up") == 0 and one("mlx5_3/1", "rdma_tx_bytes") == 2880761508848 * 4
-    assert collector.metrics.value("rocescope_nic_errors_total") == 0
+    assert collector.metrics.value("rocescope_nic_poll_failures_total") == 0
 
 
 def test_rx_out_of_buffer_for_bnxt_needs_the_bnxt_driver(sysroot: Path, tmp_path: Path) -> None:
@@ -177,8 +199,8 @@ def test_ethtool_failures_are_per_netdev(sysroot: Path, tmp_path: Path) -> None:
     df = pl.from_arrow(collector.poll(TS).data)
     assert isinstance(df, pl.DataFrame)
     assert set(df["port"].cast(pl.String)) == {"mlx5_3/1", "mlx5_4/1", "mlx5_5/1"}
-    assert collector.metrics.value("rocescope_nic_errors_total", target="eth3") == 1
-    assert collector.metrics.value("rocescope_nic_errors_total", target="eth4") == 1
+    assert collector.metrics.value("rocescope_nic_poll_failures_total", target="eth3") == 1
+    assert collector.metrics.value("rocescope_nic_poll_failures_total", target="eth4") == 1
 
 
 def real_netdev() -> str | None:
@@ -211,7 +233,7 @@ def test_real_ethtool_on_this_machine() -> None:
     mine = df.filter(pl.col("port") == netdev)
     assert set(mine["source"]) == {"ethtool"}
     assert {n for n, _ in stats.values} <= set(mine["raw_name"])
-    assert collector.metrics.value("rocescope_nic_errors_total") == 0
+    assert collector.metrics.value("rocescope_nic_poll_failures_total") == 0
     # lo has no statistics: ethtool exits non-zero and says why
     if Path("/sys/class/net/lo").exists():
         with pytest.raises(NicReadError, match="no stats available"):
@@ -228,8 +250,9 @@ def test_cli_once_prints_the_rows_and_each_target(sysroot: Path, tmp_path: Path)
     cfg = tmp_path / "c.yaml"
     cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\ncollectors:\n  nic:\n    sysfs_root: {sysroot}\n")
     result = CliRunner().invoke(app, ["--config", str(cfg), "collect", "nic", "--once", "--hostname", "gpu-b02"])
-    assert "counters:" in result.output and "1 polls of 3 RDMA ports" in result.output
-    assert re.search(r"mlx5_3/1: up \(\d+\.\d+ s last\), 0 failed reads", result.output), result.output
-    assert re.search(r"eth3: DOWN .*1 failed reads", result.output), result.output
+    out = " ".join(result.output.split())  # the console wraps long lines
+    assert "counters:" in out and "1 polls of 3 RDMA ports" in out
+    assert re.search(r"mlx5_3/1: up, 1 polls \(\d+\.\d+ s last\), 47 values \(19 unknown, 0 malformed\), 0 failed", out)
+    assert re.search(r"eth3: DOWN, 0 polls .*?, 1 failed; last error: \S", out), out  # ethtool missing or failing
     assert result.exit_code == 1
     assert not (tmp_path / "data").exists()  # --once opened no store

@@ -1,4 +1,5 @@
-"""Real RoCEv2 captures decoded by real tshark (through pyshark) into the `packets` stream."""
+"""Real RoCEv2 captures through the collector (the fast path; real tshark, through pyshark, for other formats)
+into the `packets` stream."""
 
 from __future__ import annotations
 
@@ -9,7 +10,8 @@ import pyarrow as pa
 import pytest
 
 from rocescope import schema
-from rocescope.collectors.pcap.collector import CNP_OPCODE, PcapCollector, PcapFile
+from rocescope.collectors.pcap.collector import PcapCollector
+from rocescope.collectors.pcap.tshark import CNP_OPCODE, PcapFile
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import decode, encode
 from rocescope.pipeline.migrations import migrate

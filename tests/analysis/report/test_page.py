@@ -24,17 +24,7 @@ import pytest
 from typer.testing import CliRunner
 
 from rocescope.analysis.findings import Finding, findings_arrow
-from rocescope.analysis.report import (
-    Skip,
-    _plot,
-    build_report,
-    count_svgs,
-    deadlock_arrows,
-    finding_id,
-    pause_tree_arrows,
-    uplink_figure,
-    write_report,
-)
+from rocescope.analysis.report.page import build_report, count_svgs, write_report
 from rocescope.analysis.run import analyze
 from rocescope.cli import app
 
@@ -383,38 +373,3 @@ def test_empty_store_window_still_gives_a_page(storm: Landed) -> None:
     with storm.open() as store:
         report = build_report(store, since=dt.datetime.now(dt.UTC) + dt.timedelta(days=1))
     assert report.rows == [] and report.cases == [] and "No findings" in report.html
-
-
-# --- evidence handled defensively (no store): a missing field skips the plot with a reason
-
-
-def test_missing_evidence_fields_skip_with_a_reason() -> None:
-    with pytest.raises(Skip, match="pause tree"):
-        pause_tree_arrows({})
-    with pytest.raises(Skip, match="cycle"):
-        deadlock_arrows({"cycle": [{"paused": "a:1", "asserter": "b:1"}]})
-    with pytest.raises(Skip, match="no device"):
-        deadlock_arrows({"cycle": [{"paused": "a:1"}, {"paused": "b:1", "asserter": "a:1"}]})
-    with pytest.raises(Skip, match="no transmitted bytes"):
-        uplink_figure([("leaf uplinks", [("Ethernet0", 0.0), ("Ethernet4", 0.0)])], "t")
-    arrows = pause_tree_arrows(
-        {"root": "gpu-1:eth0", "tree": [{"asserter": "gpu-1:eth0", "paused": "leaf-1:Ethernet0"},
-                                         {"asserter": "leaf-1:Ethernet4", "paused": "gpu-2:eth0"}]}
-    )  # fmt: skip
-    assert [(a.src, a.dst) for a in arrows] == [("gpu-1", "leaf-1"), ("leaf-1", "gpu-2")]
-    assert arrows[0].color != arrows[1].color  # the root's own edge stands out
-
-
-def test_a_plot_that_fails_costs_only_itself() -> None:
-    def broken() -> Any:
-        raise KeyError("cycle")
-
-    plot = _plot("deadlock_cycle", "deadlock cycle", broken)
-    assert not plot.drawn and plot.note == "failed: KeyError: 'cycle'"
-
-
-def test_finding_ids_are_stable_and_distinct() -> None:
-    t = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
-    a = {"kind": "incast", "start": t, "ports": ["a:1"]}
-    assert finding_id(a) == finding_id(dict(a)) and len(finding_id(a)) == 8
-    assert finding_id(a) != finding_id({**a, "ports": ["a:2"]})

@@ -17,16 +17,18 @@ from typing import Any
 
 import pytest
 
-from rocescope.collectors.snmp.agent import EnginePool, Oid, PysnmpAgent, SnmpAgent, SnmprecAgent, Value, run_sync
-from rocescope.collectors.snmp.collector import (
-    DEFAULT_OBJECTS,
-    DEFAULT_OPTIONAL,
-    OBJECTS,
+from rocescope.collectors.snmp.agent import (
     V3,
-    SnmpCollector,
-    SnmpDevice,
+    EnginePool,
+    PysnmpAgent,
+    SnmpAgent,
+    SnmprecAgent,
     V2c,
+    Value,
+    run_sync,
 )
+from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
+from rocescope.collectors.snmp.objects import DEFAULT_OBJECTS, DEFAULT_OPTIONAL, OBJECTS, Oid
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import InProcessBus
 from rocescope.testbed.snmpd import (
@@ -125,7 +127,7 @@ def test_real_srlinux_walk_served_by_snmpsim_maps_exactly(snmpsim: Snmpsim) -> N
     recorded = SnmpCollector([SnmpDevice("srl1", "file")], objects=objects, agent_factory=lambda d, e: recorded_agent)
     live_batch, file_batch = live.poll_once()["srl1"], recorded.poll_once()["srl1"]
     assert live_batch is not None and file_batch is not None, live.health()
-    # the agent and the file give the same canonical rows (test_snmp_normalize pins the file's to a golden list)
+    # the agent and the file give the same canonical rows (test_normalize.py pins the file's to a golden list)
     assert rows_of(live_batch) == rows_of(file_batch)
     rows = rows_of(live_batch)
     assert ('ethernet-1/5, "device3"', "ifHCOutOctets", "tx_bytes", 59369953751.0, -1) in rows
@@ -164,7 +166,7 @@ def test_snmpsim_switches_with_and_without_pfc(snmpsim: Snmpsim) -> None:
     # the SR Linux walk has no PFC MIB: marked unsupported once, not fatal
     assert collector.unsupported("srl1") == {*DEFAULT_OPTIONAL, *VENDOR_PFC}
     assert collector.unsupported("leaf64") == set(VENDOR_PFC)
-    assert collector.metrics.value("rocescope_snmp_unsupported_object", device="srl1") == 4
+    assert collector.metrics.value("rocescope_snmp_unsupported_object", target="srl1") == 4
     # the Cisco-style switch: per-priority rows, priority from the OID index
     nexus = first["nexus"]
     assert nexus is not None
@@ -185,7 +187,7 @@ def test_snmpsim_switches_with_and_without_pfc(snmpsim: Snmpsim) -> None:
     columns = len(agents["leaf64"].walks[1])
     assert columns == len(DEFAULT_OBJECTS) - 1 + len(DEFAULT_OPTIONAL)
     assert 64 * columns <= agents["leaf64"].received[1] <= 64 * columns + columns
-    assert collector.metrics.value("rocescope_snmp_name_walks_total", device="leaf64") == 1
+    assert collector.metrics.value("rocescope_snmp_name_walks_total", target="leaf64") == 1
 
 
 # --- snmpd: v2c and v3 authPriv ---------------------------------------------------------------------
@@ -251,10 +253,10 @@ def test_dead_devices_do_not_delay_the_others(snmpd: Snmpd, snmpsim: Snmpsim) ->
         h = health[dead]
         assert h.up is False and h.consecutive_failures == 1 and h.last_success_ts is None
         assert "no response within 1.5 s x 2 tries" in str(h.last_error)
-        assert h.last_poll_s >= 3.0  # 1.5 s x 2 tries
+        assert h.last_seconds >= 3.0  # 1.5 s x 2 tries
     # concurrently: the whole round takes about the slowest device's time, not the sum of every device's
     # time (relative, so a loaded machine cannot fail it; the live ones' generous timeout neither)
-    assert elapsed < sum(h.last_poll_s for h in health.values()) - 2.0
+    assert elapsed < sum(h.last_seconds for h in health.values()) - 2.0
 
 
 def test_garbage_answers_are_a_dead_device_not_a_crash(snmpd: Snmpd) -> None:
@@ -287,7 +289,7 @@ def test_run_publishes_on_time_and_logs_one_line_per_streak(
     late = Snmpd(tmp_path / "late", port=late_port)
 
     def failures(device: str) -> float:
-        return collector.metrics.value("rocescope_snmp_poll_failures_total", device=device)
+        return collector.metrics.value("rocescope_snmp_poll_failures_total", target=device)
 
     async def until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:
         deadline = time.monotonic() + timeout_s
@@ -301,7 +303,7 @@ def test_run_publishes_on_time_and_logs_one_line_per_streak(
         # wait for events, not for wall time, so a loaded machine changes nothing but the duration
         await until(lambda: failures("late") >= 2)  # a streak of failures: one log line for all of it
         await asyncio.to_thread(late.start)
-        await until(lambda: collector.metrics.value("rocescope_snmp_device_up", device="late") == 1)
+        await until(lambda: collector.metrics.value("rocescope_snmp_target_up", target="late") == 1)
         await asyncio.sleep(1.0)
         stop.set()
         polls = await run
@@ -322,10 +324,10 @@ def test_run_publishes_on_time_and_logs_one_line_per_streak(
     health = collector.health()
     assert health["good"].up and health["late"].up and health["late"].consecutive_failures == 0
     assert health["wrong-community"].up is False and health["wrong-community"].consecutive_failures >= 1
-    assert collector.metrics.value("rocescope_snmp_overruns_total", device="wrong-community") >= 1
+    assert collector.metrics.value("rocescope_snmp_overruns_total", target="wrong-community") >= 1
     warnings = [r.getMessage() for r in caplog.records if "poll failed" in r.getMessage()]
     assert sorted(w.split(":")[0] for w in warnings) == ["snmp late", "snmp wrong-community"], warnings
-    recovered = [r.getMessage() for r in caplog.records if "answering again" in r.getMessage()]
+    recovered = [r.getMessage() for r in caplog.records if "read fine again" in r.getMessage()]
     assert len(recovered) == 1 and recovered[0].startswith("snmp late"), recovered
-    assert collector.metrics.value("rocescope_snmp_device_up", device="late") == 1
-    assert collector.metrics.value("rocescope_snmp_poll_failures_total", device="late") >= 2
+    assert collector.metrics.value("rocescope_snmp_target_up", target="late") == 1
+    assert collector.metrics.value("rocescope_snmp_poll_failures_total", target="late") >= 2

@@ -1,0 +1,170 @@
+"""The analysis commands: `analyze` (run the detectors), `findings`, `report` and `eval`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import sys
+import threading
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from rocescope.cli.common import console, fail, load_settings, open_migrated_store, run_until_stopped
+from rocescope.errors import ConfigError, RocescopeError
+from rocescope.units import parse_duration, parse_time
+
+
+def analyze(
+    since: Annotated[
+        str | None,
+        typer.Option("--from", help="Window start: 15m, 2h (ago) or ISO time (default: analysis.window_minutes)."),
+    ] = None,
+    until: Annotated[str, typer.Option("--to", help="Window end (default: now).")] = "now",
+    detector: Annotated[list[str] | None, typer.Option(help="Only these detectors (repeatable).")] = None,
+    follow: Annotated[bool, typer.Option("--follow", help="Keep analyzing the latest window.")] = False,
+    every: Annotated[str | None, typer.Option(help="Period in follow mode (default: analysis.follow_every_s).")] = None,
+    dry_run: Annotated[bool, typer.Option("--dry-run", help="Print findings, do not write them.")] = False,
+) -> None:
+    """Run the detectors over a window and replace that window's findings in the store."""
+    from rocescope.analysis.frames import Window
+    from rocescope.analysis.present import findings_tables
+    from rocescope.analysis.run import analyze as run_analysis
+
+    try:
+        settings = load_settings()
+        cfg = settings.analysis
+        span = dt.timedelta(minutes=cfg.window_minutes)
+        period = parse_duration(every) if every else cfg.follow_every_s
+        stop = run_until_stopped(None) if follow else threading.Event()
+        with open_migrated_store(settings) as store:
+            while True:
+                end = parse_time(until)
+                start = parse_time(since) if since and not follow else end - span
+                window = Window(start, end)
+                result = run_analysis(store, window, cfg, detector, write=not dry_run, progress=not follow)
+                rows = [
+                    {**vars(f), "ports": list(f.ports), "devices": list(f.devices), "job_ids": list(f.job_ids or ())}
+                    for f in result.findings
+                ]
+                console.print(
+                    f"{window}: {len(result.findings)} finding(s) in {result.total_seconds:.1f} s"
+                    + ("" if dry_run else f", {result.written} written")
+                    + (f"; [red]failed: {', '.join(result.failed)}[/red]" if result.failed else ""),
+                    highlight=False,
+                )
+                if not follow:
+                    for table in findings_tables(rows):
+                        console.print(table)
+                if not follow or stop.wait(period):
+                    break
+    except (RocescopeError, ValueError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+
+
+def findings(
+    job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
+    kind: Annotated[str | None, typer.Option(help="Only this kind (pfc_storm, incast...).")] = None,
+    since: Annotated[str, typer.Option(help="Findings still open at or after this (15m, 2h, ISO time).")] = "24h",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON instead of tables.")] = False,
+    limit: Annotated[int, typer.Option()] = 500,
+) -> None:
+    """Findings grouped per training job, the worst job and the worst finding first."""
+    from rocescope.analysis.present import findings_json, findings_tables, load_findings
+
+    try:
+        when = parse_time(since)
+        with open_migrated_store(load_settings()) as store:
+            rows = load_findings(store, when, job or "", kind or "", limit)
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    if as_json:
+        sys.stdout.write(findings_json(rows) + "\n")
+        return
+    if not rows:
+        console.print(f"no findings since {when:%Y-%m-%d %H:%M:%S} UTC")
+    for table in findings_tables(rows):
+        console.print(table)
+
+
+def report(
+    out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("report.html"),
+    job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
+    finding: Annotated[str | None, typer.Option(help="Only this finding (its id in the report, or a prefix).")] = None,
+    since: Annotated[
+        str, typer.Option("--from", help="Findings still open at or after this (15m, 2h, ISO time).")
+    ] = "24h",
+) -> None:
+    """Write the HTML incident report: findings per job, worst first, with their plots; one
+    self-contained file (inline SVG, no scripts) that opens offline."""
+    from rocescope.analysis.report.page import build_report
+
+    try:
+        when = parse_time(since)
+        with open_migrated_store(load_settings()) as store:
+            built = build_report(store, job, when, finding)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(built.html, encoding="utf-8")
+    except (RocescopeError, OSError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(f"{out}: {exc}")) from None
+    console.print(
+        f"wrote {out}: {len(built.rows)} finding(s), {len(built.cases)} case(s), {len(built.plots)} plot(s)"
+        + (f", {len(built.skipped)} skipped (see the notes)" if built.skipped else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def eval_cmd(
+    kind: Annotated[list[str] | None, typer.Option(help="Only these incident kinds (repeatable).")] = None,
+    seeds: Annotated[int, typer.Option(help="Seeds per kind.")] = 20,
+    first_seed: Annotated[int, typer.Option(help="The first seed.")] = 1,
+    baseline: Annotated[str, typer.Option(help="Fabric time of the clean baseline run (0 to skip).")] = "1h",
+    out: Annotated[Path | None, typer.Option(help="Write the scores and every finding as JSON here.")] = None,
+) -> None:
+    """Score the detectors on simulated incidents with ground truth: precision, recall, localization,
+    job attribution and delay per kind, and findings on a clean baseline."""
+    import json
+
+    from rocescope.sim.evaluate import SCENARIOS, RunOutcome, evaluate, scores_table
+
+    kinds = kind or list(SCENARIOS)
+    bad = sorted(set(kinds) - set(SCENARIOS))
+    if bad:
+        raise fail(ConfigError(f"unknown kind(s) {bad}; known: {sorted(SCENARIOS)}"))
+    baseline_findings: list[str] = []
+
+    def on_run(o: RunOutcome) -> None:
+        found = ", ".join(f"{f.kind}@{f.devices[0] if f.devices else '?'}" for f in o.findings) or "none"
+        console.print(f"{o.scenario} seed {o.seed}: {len(o.truths)} incident(s), findings: {found}", highlight=False)
+        if o.scenario == "baseline":
+            baseline_findings.extend(f.summary for f in o.findings)
+
+    try:
+        settings = load_settings()
+        scores, runs = evaluate(
+            kinds,
+            list(range(first_seed, first_seed + seeds)),
+            parse_duration(baseline),
+            settings.analysis,
+            on_run=on_run,
+        )
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    console.print(scores_table(scores, f"detector evaluation: {seeds} seed(s) per kind"), width=max(console.width, 100))
+    if parse_duration(baseline) > 0:
+        console.print(f"clean baseline ({baseline} of fabric time): {len(baseline_findings)} finding(s)")
+    if out is not None:
+        out.write_text(
+            json.dumps(
+                {
+                    "scores": [s.as_dict() for s in scores.values()],
+                    "baseline_findings": baseline_findings,
+                    "runs": [
+                        {"scenario": r.scenario, "seed": r.seed, "findings": [f.summary for f in r.findings]}
+                        for r in runs
+                    ],
+                },
+                indent=2,
+            )
+        )

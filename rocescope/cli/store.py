@@ -1,0 +1,366 @@
+"""The store's commands: `config`, `migrate`, `sql`, `import`, `serve-http`, `sink` and `clickhouse ddl`."""
+
+from __future__ import annotations
+
+import datetime as dt
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from enum import StrEnum
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from rocescope import config as config_mod
+from rocescope import schema
+from rocescope.cli.common import (
+    collectors_config,
+    console,
+    err_console,
+    fail,
+    load_settings,
+    open_migrated_store,
+    run_until_stopped,
+    write_table,
+)
+from rocescope.errors import ConfigError, RocescopeError
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from rocescope.pipeline.batch import Batch
+
+
+def config_cmd(
+    dump: Annotated[bool, typer.Option("--dump", help="Print the effective config.")] = False,
+) -> None:
+    """Validate the configuration; with --dump print it (secrets redacted)."""
+    try:
+        settings = load_settings()
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    if dump:
+        console.print(config_mod.dump(settings, collectors_config(settings)), end="", highlight=False, markup=False)
+    else:
+        console.print("config is valid")
+
+
+def migrate() -> None:
+    """Create or upgrade the tables, views and rollups (idempotent)."""
+    from rocescope.pipeline.migrations import migrate as run_migrations
+    from rocescope.pipeline.store import open_store
+
+    try:
+        settings = load_settings()
+        with open_store(settings.store) as store:
+            actions = run_migrations(store, settings.store.ttl_days, settings.store.rollup_ttl_days)
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    for action in actions or ["store is up to date"]:
+        console.print(action)
+
+
+def serve_http(
+    port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (ClickHouse's HTTP port is 8123).")] = 8123,
+    seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+) -> None:
+    """Serve the embedded store over ClickHouse's HTTP interface on loopback (no authentication), so a
+    local Grafana or any ClickHouse HTTP client can read it; while it runs it owns the store directory."""
+    from rocescope.pipeline.store import ChdbStore
+    from rocescope.testbed.chdb_http import ChdbHttpServer
+
+    try:
+        settings = load_settings()
+        if settings.store.backend != "chdb":
+            raise ConfigError("serve-http serves the embedded store (store.backend: chdb)")
+        with open_migrated_store(settings) as store:
+            assert isinstance(store, ChdbStore)
+            server = ChdbHttpServer(store.session, "127.0.0.1", port).start()
+            console.print(f"serving {settings.store.path} (database {store.database}) at {server.url}", highlight=False)
+            run_until_stopped(seconds).wait()
+            server.stop()
+    except (RocescopeError, OSError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(f"port {port}: {exc}")) from None
+
+
+class OutFormat(StrEnum):
+    table = "table"
+    csv = "csv"
+    json = "json"
+    parquet = "parquet"
+
+
+def _parse_params(params: list[str]) -> dict[str, str]:
+    out = {}
+    for item in params:
+        name, sep, value = item.partition("=")
+        if not sep or not name.isidentifier():
+            raise typer.BadParameter(f"--param wants NAME=VALUE, got {item!r}")
+        out[name] = value
+    return out
+
+
+def sql(
+    query: Annotated[str, typer.Argument(help="SQL; use {name:Type} placeholders with --param name=value.")],
+    fmt: Annotated[OutFormat, typer.Option("--format", "-f")] = OutFormat.table,
+    param: Annotated[list[str] | None, typer.Option("--param", "-p", help="NAME=VALUE, bound server-side.")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to a file instead of stdout.")] = None,
+    limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 100,
+) -> None:
+    """Run SQL against the store and print the result."""
+    params = _parse_params(param or [])
+    try:
+        with open_migrated_store(load_settings()) as store:
+            if fmt is OutFormat.table:
+                result = store.query_arrow(query, params)
+            else:
+                engine_format = {"csv": "CSVWithNames", "json": "JSONEachRow", "parquet": "Parquet"}[fmt.value]
+                raw = store.query_bytes(query, engine_format, params)
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    if fmt is OutFormat.table:
+        write_table(result, limit)
+    elif out is not None:
+        out.write_bytes(raw)
+    elif fmt is OutFormat.parquet and sys.stdout.isatty():
+        raise typer.BadParameter("parquet is binary: give --out FILE or redirect stdout")
+    else:
+        sys.stdout.buffer.write(raw)
+        sys.stdout.flush()
+
+
+class ImportKind(StrEnum):
+    table = "table"
+    gnmic = "gnmic"
+    pcap = "pcap"
+    lldpcli = "lldpcli"
+    kubectl = "kubectl"
+    sonic = "sonic"
+
+
+def import_cmd(
+    files: Annotated[
+        list[Path] | None, typer.Argument(help="Parquet, Arrow IPC or CSV files with a table's columns (or --kind).")
+    ] = None,
+    table: Annotated[str, typer.Option("--table", "-t", help=f"One of: {', '.join(schema.STREAMS)}")] = "counters",
+    kind: Annotated[
+        str, typer.Option(help="table (default), gnmic, pcap, lldpcli, kubectl or sonic: what the files are.")
+    ] = "table",
+    device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="kubectl: host inventory YAML (NICs per host).")] = None,
+    kafka_topic: Annotated[str | None, typer.Option(help="gnmic: read gnmic's Kafka output topic.")] = None,
+    bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
+    kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
+    at: Annotated[str | None, typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl): ISO.")] = None,
+) -> None:
+    """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
+    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli/kubectl JSON, SONiC redis dumps)."""
+    import pyarrow as pa
+
+    from rocescope.pipeline.batch import conform
+
+    if kind != "table":
+        if kind not in ImportKind.__members__:
+            raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(ImportKind.__members__)}")
+        _import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at)
+        return
+    if not files:
+        raise typer.BadParameter("give the files to import")
+    if table not in schema.STREAMS:
+        raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
+    try:
+        with open_migrated_store(load_settings()) as store:
+            total = 0
+            for path in files:
+                data = _read_file(path)
+                total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
+                console.print(f"{path}: {data.num_rows} rows")
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    console.print(f"imported {total} rows into {table}")
+
+
+def _read_file(path: Path) -> pa.Table:
+    import pyarrow as pa
+    import pyarrow.csv as pacsv
+    import pyarrow.parquet as pq
+
+    from rocescope.errors import DecodeError
+
+    try:
+        if path.suffix in (".parquet", ".pq"):
+            return pq.read_table(path)
+        if path.suffix in (".arrow", ".arrows", ".ipc"):
+            with pa.memory_map(str(path)) as source:
+                return pa.ipc.open_stream(source).read_all()
+        if path.suffix == ".csv":
+            return pacsv.read_csv(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DecodeError(f"{path}: {exc}") from exc
+    raise DecodeError(f"{path}: unknown file type (want .parquet, .arrow or .csv)")
+
+
+def _import_kind(
+    kind: ImportKind,
+    files: Sequence[Path],
+    device: str | None,
+    inventory: Path | None,
+    kafka_topic: str | None,
+    bootstrap: str | None,
+    kafka_idle: float,
+    at: str | None,
+) -> None:
+    """Import recorded device output of one kind through the configured transport."""
+    from rocescope.collectors import importers
+    from rocescope.collectors.common.json_text import load_json
+    from rocescope.collectors.common.rows import CounterRows
+    from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
+    from rocescope.collectors.lldp.collector import links_batch
+    from rocescope.collectors.lldp.parse import parse_lldpcli
+    from rocescope.errors import DecodeError
+    from rocescope.pipeline.runner import publishing
+
+    if kafka_topic and kind is not ImportKind.gnmic:
+        raise typer.BadParameter("--kafka-topic reads gnmic's Kafka output: use it with --kind gnmic")
+    if not files and not kafka_topic:
+        raise typer.BadParameter("give files (or --kafka-topic with --kind gnmic)")
+    total = malformed = 0
+    try:
+        settings = load_settings()
+        when = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else dt.datetime.now(dt.UTC)
+        inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
+        with publishing(settings) as (producer, sink_metrics):
+
+            def ship(batches: Sequence[Batch], what: str, bad: int, note: str = "") -> None:
+                nonlocal total, malformed
+                rows = sum(b.num_rows for b in batches)
+                for b in batches:
+                    if b.num_rows:
+                        producer.publish(b)
+                total += rows
+                malformed += bad
+                console.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
+
+            if kafka_topic:
+                servers = (bootstrap or ",".join(settings.kafka.bootstrap_servers)).split(",")
+                rows = CounterRows()
+                bad_msgs = 0
+                for value in importers.kafka_messages(servers, kafka_topic, kafka_idle):
+                    try:
+                        importers.gnmic_rows(importers.gnmic_documents(value), device or "", rows)
+                    except DecodeError:
+                        bad_msgs += 1
+                ship(rows.to_batches("switch", "import"), f"kafka {kafka_topic}", rows.malformed + bad_msgs)
+            for path in files:
+                try:
+                    data = path.read_bytes()
+                except OSError as exc:
+                    raise DecodeError(f"{path}: {exc}") from exc
+                name = device or path.name.split(".")[0]
+                if kind is ImportKind.gnmic:
+                    rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
+                    batches = rows.to_batches("switch", "import")
+                    ship(batches, str(path), rows.malformed, f", {rows.nonnumeric} non-numeric")
+                elif kind is ImportKind.lldpcli:
+                    found, bad = parse_lldpcli(data, name)
+                    ship([links_batch(found, when, name)] if found else [], str(path), bad)
+                elif kind is ImportKind.kubectl:
+                    placed, bad = parse_pods(data, inv, when)
+                    ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
+                elif kind is ImportKind.sonic:
+                    rows, links, bad = importers.sonic_dump(load_json(data, str(path)), name, when)
+                    batches = rows.to_batches("switch", "import") + ([links_batch(links, when, name)] if links else [])
+                    ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
+                elif kind is ImportKind.pcap:
+                    from rocescope.collectors.pcap.collector import PcapCollector
+                    from rocescope.collectors.pcap.tshark import PcapFile
+
+                    collector = PcapCollector(device or "import")
+                    source = PcapFile(path)
+                    try:
+                        ship(list(collector.collect(source)), str(path), collector.malformed)
+                    finally:
+                        source.close()
+    except (RocescopeError, ValueError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+    console.print(f"imported {total} rows ({kind.value}); {malformed} malformed records skipped")
+    expired = sink_metrics.value("rocescope_sink_rows_expired_total") if sink_metrics else 0
+    if expired:
+        err_console.print(
+            f"[yellow]{expired:.0f} rows are older than the retention (store.ttl_days={settings.store.ttl_days}) "
+            "and were dropped by the store; set store.ttl_days: 0 to keep old data[/yellow]"
+        )
+
+
+def sink(
+    seconds: Annotated[
+        float | None, typer.Option(help="Stop after this many seconds (default: run until killed).")
+    ] = None,
+) -> None:
+    """Consume the Kafka topics as one consumer group and insert into the store, exactly once."""
+    from rocescope.pipeline.kafka import KafkaTransport
+    from rocescope.pipeline.metrics import SinkMetrics
+    from rocescope.pipeline.sink import Sink
+
+    try:
+        settings = load_settings()
+        if settings.transport.kind != "kafka":
+            raise ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
+        with open_migrated_store(settings) as store:
+            transport = KafkaTransport(settings.kafka)
+            transport.ensure_topics(schema.STREAMS)
+            metrics = SinkMetrics()
+            if settings.sink.metrics_port:
+                metrics.serve(settings.sink.metrics_host, settings.sink.metrics_port)
+            worker = Sink(
+                transport.consumer(settings.sink.group_id, schema.STREAMS),
+                store,
+                settings.sink,
+                metrics,
+                ttl_days=settings.store.ttl_days,
+            )
+            stop = threading.Event()
+            signal.signal(signal.SIGTERM, lambda *_: stop.set())
+            if seconds is not None:
+                threading.Timer(seconds, stop.set).start()
+            try:
+                while not stop.is_set():
+                    worker.step(stop)
+            except KeyboardInterrupt:
+                stop.set()
+            worker.flush(stop)
+            worker.consumer.close()
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    console.print(f"sink stopped: {worker.status()}")
+
+
+def clickhouse_ddl(
+    kafka_engine: Annotated[
+        bool, typer.Option("--kafka-engine", help="Also Kafka-engine tables + materialized views.")
+    ] = False,
+    replicated: Annotated[
+        bool, typer.Option("--replicated", help="ReplicatedMergeTree `<table>_local` + Distributed `<table>`.")
+    ] = False,
+    cluster: Annotated[str | None, typer.Option(help="Cluster name (remote_servers) for --replicated.")] = None,
+    consumers: Annotated[int, typer.Option(help="kafka_num_consumers per Kafka table (<= partitions).")] = 1,
+) -> None:
+    """Print the schema's DDL for a ClickHouse server or cluster, derived from rocescope.schema: what
+    `migrate` runs, or the replicated/distributed variant, plus (optionally) Kafka-engine ingestion."""
+    from rocescope.pipeline.kafka_engine import kafka_engine_ddl, plain_ddl, replicated_ddl
+
+    try:
+        settings = load_settings()
+        if replicated and not cluster:
+            raise ConfigError("--replicated needs --cluster NAME")
+        if cluster and not replicated:
+            raise ConfigError("--cluster goes with --replicated")
+        statements = replicated_ddl(settings, cluster) if replicated and cluster else plain_ddl(settings)
+        if kafka_engine:
+            statements += kafka_engine_ddl(settings, cluster or "", consumers)
+    except (RocescopeError, ValueError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+    for statement in statements:
+        print(statement.rstrip() + ";\n")
