@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
-import signal
 import sys
-import threading
 from collections.abc import Sequence
 from enum import StrEnum
 from pathlib import Path
@@ -321,10 +319,7 @@ def sink(
                 metrics,
                 ttl_days=settings.store.ttl_days,
             )
-            stop = threading.Event()
-            signal.signal(signal.SIGTERM, lambda *_: stop.set())
-            if seconds is not None:
-                threading.Timer(seconds, stop.set).start()
+            stop = run_until_stopped(seconds)  # a daemon timer: a sink stopped early exits at once
             try:
                 while not stop.is_set():
                     worker.step(stop)

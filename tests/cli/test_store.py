@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -90,6 +91,7 @@ def test_sink_command_against_kafka(tmp_path: Path, write_config: Callable[..., 
                 body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).read().decode()
             except OSError:
                 continue
+        proc.send_signal(signal.SIGTERM)  # landed (or timed out): a stopped sink flushes, commits and says so
         output = proc.communicate(timeout=60)[0].decode()
         assert proc.returncode == 0, output
         assert landed in body, body[-2000:]
