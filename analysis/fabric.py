@@ -1,8 +1,17 @@
-"""The fabric as the analysis sees it: who faces whom (LLDP `links`), which tier a switch is in, and
-which training job runs behind which port (`endpoints`).
+"""The fabric as the analysis sees it: who faces whom (LLDP `links`, from either side), which tier a switch is
+in, and which training job runs behind which port (`endpoints`).
 
-Tiers come from adjacency alone: a switch with a host neighbor is a leaf, any other switch a spine;
-a port is a host port, a downlink (leaf to host), an uplink (leaf to spine) or a spine port.
+Real gear names ports its own way and LLDP is often one-sided, so:
+
+* port names are compared in a canonical form (`canonical_port`): case, `Ethernet1/1` = `Et1/1` =
+  `ethernet-1/1`; a SONiC switch advertises its port *alias* (`etp1`) as its LLDP port id, which is mapped
+  to the counters' name (`Ethernet0`) as the N-th port of the switch in port order (SONiC numbers
+  aliases in that order) when the switch has no port of that name;
+* an adjacency seen from either side is known from both (host-side `lldpcli` alone is enough);
+* tiers come from the graph, never from device names: hosts are devices with NIC or host counters or job
+  placements; leaves are switches with a host neighbour; spines are the other switches. On a leaf, a port
+  that faces a host is a downlink, one that faces a switch an uplink; with LLDP from the hosts only, the
+  leaf's other ports (those with traffic counters) are its uplinks.
 
 Job attribution without flow paths (which no collector sees) follows what the fabric allows:
 * a host NIC port, or the leaf port facing it: the jobs placed on that NIC;
@@ -13,6 +22,7 @@ Job attribution without flow paths (which no collector sees) follows what the fa
 from __future__ import annotations
 
 import datetime as dt
+import re
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -24,6 +34,15 @@ from rocescope.analysis.frames import Frames
 
 PortKind = Literal["host", "downlink", "uplink", "spine", "unknown"]
 
+#: RDMA device names (a counter port `mlx5_3/1` is RDMA port 1 of mlx5_3); switch ports never look like these.
+_RDMA_PORT = re.compile(
+    r"^(?P<dev>mlx\d+_\d+|bnxt_re\d+|irdma\d+|rxe\w+|siw\w+|qedr\d+|hns_?\d+|efa_\d+|erdma_\d+|ionic_\d+|roce[po]\w+)"
+    r"/\d+$"
+)
+_ALIAS = re.compile(r"^etp(\d+)[a-z]?$")  # SONiC port aliases: etp1, etp1a (breakouts)
+_ABBREVIATED = re.compile(r"^(eth|et|e)(?=\d)")  # Arista `Et1/1`; never a host's `eth0` (hosts keep theirs)
+_SEPARATOR = re.compile(r"(?<=[a-z])[-_ ](?=\d)")  # SR Linux `ethernet-1/1`
+
 
 def split_ref(ref: str) -> tuple[str, str]:
     """`device:port` into its parts (ports may contain '/' but never ':')."""
@@ -32,8 +51,23 @@ def split_ref(ref: str) -> tuple[str, str]:
 
 
 def netdev_of(port: str) -> str:
-    """The interface a counter port belongs to: RDMA counters come as `mlx5_3/1`."""
-    return port.split("/", 1)[0]
+    """The interface a counter port belongs to: RDMA counters come as `mlx5_3/1` (RDMA device / port), every
+    other port (switch ports such as `Ethernet1/1` included) is its own interface."""
+    m = _RDMA_PORT.match(port)
+    return m.group("dev") if m else port
+
+
+def canonical_port(name: str, switch: bool = True) -> str:
+    """The form port names are compared in: lower case, SR Linux and Arista spellings made one."""
+    s = name.strip().lower()
+    if switch:
+        s = _ABBREVIATED.sub("ethernet", s)
+    return _SEPARATOR.sub("", s)
+
+
+def _port_order(name: str) -> tuple[tuple[int, int | str], ...]:
+    """Natural order of port names (`Ethernet8` before `Ethernet64`, `swp2` before `swp10`)."""
+    return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name.lower()) if p)
 
 
 @dataclass(frozen=True)
@@ -52,33 +86,61 @@ class Fabric:
     hosts: set[str] = field(default_factory=set)
     switches: set[str] = field(default_factory=set)
     placements: list[Placement] = field(default_factory=list)
+    #: device -> the port names its counters use (to resolve LLDP's spellings and aliases)
+    counter_ports: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
-        return cls.build(frames.links(), frames.endpoints(), frames.roles())
+        return cls.build(frames.links(), frames.endpoints(), frames.roles(), frames.ports())
 
     @classmethod
-    def build(cls, links: pl.DataFrame, endpoints: pl.DataFrame, roles: pl.DataFrame) -> Fabric:
+    def build(
+        cls, links: pl.DataFrame, endpoints: pl.DataFrame, roles: pl.DataFrame, ports: pl.DataFrame | None = None
+    ) -> Fabric:
         fab = cls()
-        for d, p, pd_, pp in links.select("device", "port", "peer_device", "peer_port").iter_rows():
-            if pd_:
-                fab.peers[(d, p)] = (pd_, pp)
         for d, role in roles.iter_rows():
             (fab.switches if role == "switch" else fab.hosts).add(d)
         fab.hosts.update(endpoints["host"].to_list())
         cols = ("job_id", "host", "netdev", "rdma_dev", "valid_from", "valid_to")
         fab.placements = [Placement(*row) for row in endpoints.select(cols).iter_rows()]
+        if ports is not None:
+            for d, p in ports.select("device", "port").iter_rows():
+                fab.counter_ports.setdefault(d, set()).add(p)
+        rows = [r for r in links.select("device", "port", "peer_device", "peer_port").iter_rows() if r[2]]
+        # switches known only from links (no counters in the window) still count as switches
+        for d, _, pd_, _ in rows:
+            fab.switches.update(x for x in (d, pd_) if x not in fab.hosts)
+        fab.switches -= fab.hosts
+        for d, p, pd_, pp in rows:
+            near, far = (d, fab._name(d, p)), (pd_, fab._name(pd_, pp))
+            fab.peers[near] = far
+            fab.peers.setdefault(far, near)  # one-sided LLDP: the other side is known too
         fab._index()
         return fab
 
+    def _name(self, device: str, port: str) -> str:
+        """A port as `device`'s counters name it (LLDP may spell it another way, or give a SONiC alias)."""
+        if device in self.hosts:
+            return netdev_of(port)
+        known = self.counter_ports.get(device)
+        if not known:
+            return port
+        if port in known:
+            return port
+        by_form = {canonical_port(k): k for k in known}
+        hit = by_form.get(canonical_port(port))
+        if hit is not None:
+            return hit
+        alias = _ALIAS.match(port.strip().lower())
+        if alias is not None:
+            ordered = sorted(known, key=_port_order)
+            n = int(alias.group(1))
+            if 1 <= n <= len(ordered):
+                return ordered[n - 1]
+        return port
+
     def _index(self) -> None:
-        # switches known only from links (no counters in the window) still count as switches
-        for (d, _), (pd_, _) in self.peers.items():
-            if d not in self.hosts:
-                self.switches.add(d)
-            if pd_ not in self.hosts:
-                self.switches.add(pd_)
-        self.switches -= self.hosts
+        self._canonical = {(d, canonical_port(p, d not in self.hosts)): (d, p) for d, p in self.peers}
         self.leaves = {d for (d, _), (pd_, _) in self.peers.items() if d in self.switches and pd_ in self.hosts}
         self.spines = self.switches - self.leaves
         self._by_nic: dict[tuple[str, str], list[Placement]] = defaultdict(list)
@@ -88,44 +150,74 @@ class Fabric:
         self._leaf_of_nic = {
             (pd_, pp): d for (d, _), (pd_, pp) in self.peers.items() if d in self.leaves and pd_ in self.hosts
         }
+        self._netdev_of_rdma = {(p.host, p.rdma_dev): p.netdev for p in self.placements if p.rdma_dev}
+        #: leaves whose switch-side LLDP is missing: their uplinks are the ports that face no host
+        self._blind_leaves = {
+            leaf
+            for leaf in self.leaves
+            if not any(pd_ in self.switches for (d, _), (pd_, _) in self.peers.items() if d == leaf)
+        }
 
     # --- topology
 
+    def iface(self, device: str, port: str) -> str:
+        """The interface a counter port stands for: a host's RDMA port as its netdev where a placement names it."""
+        if device in self.hosts:
+            dev = netdev_of(port)
+            return self._netdev_of_rdma.get((device, dev), dev)
+        return port
+
     def peer(self, device: str, port: str) -> tuple[str, str] | None:
-        return self.peers.get((device, netdev_of(port)))
+        key = (device, self.iface(device, port))
+        hit = self.peers.get(key)
+        if hit is None:
+            known = self._canonical.get((device, canonical_port(key[1], device not in self.hosts)))
+            hit = self.peers.get(known) if known is not None else None
+        return hit
 
     def port_kind(self, device: str, port: str) -> PortKind:
         if device in self.hosts:
             return "host"
         peer = self.peer(device, port)
         if device in self.leaves:
-            if peer is None:
-                return "unknown"
-            return "downlink" if peer[0] in self.hosts else "uplink"
+            if peer is not None:
+                return "downlink" if peer[0] in self.hosts else "uplink"
+            if device in self._blind_leaves and port in self.counter_ports.get(device, ()):
+                return "uplink"
+            return "unknown"
         if device in self.spines:
             return "spine"
         return "unknown"
 
     def leaf_of(self, host: str, netdev: str) -> str | None:
-        return self._leaf_of_nic.get((host, netdev_of(netdev)))
+        return self._leaf_of_nic.get((host, self.iface(host, netdev)))
 
     def nic_behind(self, device: str, port: str) -> tuple[str, str] | None:
         """The (host, netdev) a host port or a leaf downlink stands for."""
         kind = self.port_kind(device, port)
         if kind == "host":
-            return device, netdev_of(port)
+            return device, self.iface(device, port)
         if kind == "downlink":
             return self.peer(device, port)
         return None
 
     def ports_of(self, device: str) -> list[str]:
-        return sorted(p for d, p in self.peers if d == device)
+        """The device's ports known from LLDP or (for a leaf without switch-side LLDP) its counters."""
+        ports = {p for d, p in self.peers if d == device}
+        if device in self._blind_leaves:
+            ports |= self.counter_ports.get(device, set())
+        return sorted(ports, key=_port_order)
+
+    def uplinks(self, leaf: str) -> list[str]:
+        """A leaf's ports towards the spines."""
+        return [p for p in self.ports_of(leaf) if self.port_kind(leaf, p) == "uplink"]
 
     # --- jobs
 
     def jobs_on_nic(self, host: str, iface: str, start: dt.datetime, end: dt.datetime) -> set[str]:
         """Jobs placed on a NIC (netdev or RDMA device name) at some point of [start, end]."""
-        return {p.job_id for p in self._by_nic.get((host, netdev_of(iface)), ()) if _overlaps(p, start, end)}
+        places = self._by_nic.get((host, netdev_of(iface)), ()) or self._by_nic.get((host, iface), ())
+        return {p.job_id for p in places if _overlaps(p, start, end)}
 
     def jobs_crossing_leaf(self, leaf: str, start: dt.datetime, end: dt.datetime) -> set[str]:
         """Jobs whose NICs sit under `leaf` and under some other leaf: their traffic uses the uplinks."""
@@ -159,3 +251,14 @@ class Fabric:
 
 def _overlaps(p: Placement, start: dt.datetime, end: dt.datetime) -> bool:
     return p.valid_from <= end and p.valid_to >= start
+
+
+def with_ifaces(frame: pl.DataFrame, fabric: Fabric, port: str = "port", out: str = "iface") -> pl.DataFrame:
+    """`frame` with column `out`: the interface each (device, port) counter row stands for (`Fabric.iface`)."""
+    pairs = frame.select("device", port).unique()
+    mapping = pl.DataFrame(
+        [(d, p, fabric.iface(d, p)) for d, p in pairs.iter_rows()],
+        schema={"device": pl.String, port: pl.String, out: pl.String},
+        orient="row",
+    )
+    return frame.join(mapping, on=["device", port], how="left")

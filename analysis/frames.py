@@ -83,6 +83,8 @@ ENDPOINTS_SCHEMA: dict[str, pl.DataType] = {
     "valid_to": TS,
 }
 ROLES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "role": pl.String()}
+PORTS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String()}
+PEAKS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String(), "rate": pl.Float64()}
 FLOW_SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "capture_point": pl.String(),
     "src_ip": pl.String(),
@@ -250,6 +252,22 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_rate=min_rate, roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), RATES_SCHEMA, "rates")
 
+    def peak_rates(self, metrics: Sequence[str], *, devices: Sequence[str]) -> pl.DataFrame:
+        """Per (device, port), the highest rate of the metrics over two consecutive samples in the window
+        (PEAKS_SCHEMA): sustained for two polls, and a sample stamped early by a jittery clock is evened out by
+        its neighbour (what a speed can be inferred from)."""
+        key = ("peak_rates", tuple(metrics), _t(devices))
+        sql = f"""
+SELECT toString(device) AS device, toString(port) AS port, max(pair_rate) AS rate FROM (
+    SELECT device, port, (delta + lagInFrame(delta) OVER p) / (dt_s + lagInFrame(dt_s) OVER p) AS pair_rate,
+        row_number() OVER p AS k
+    FROM ({self._deltas(None, None, devices)})
+    WINDOW p AS (PARTITION BY device, port, priority, metric ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+) WHERE k > 1
+GROUP BY device, port ORDER BY device, port"""  # noqa: S608 - placeholders only
+        extra = _bound(devices=devices)
+        return _plain(self._query(key, sql, self._params(metrics, extra)), PEAKS_SCHEMA, "peak_rates")
+
     def gauges(
         self,
         metrics: Sequence[str],
@@ -357,6 +375,26 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
     AND metric IN ('tx_bytes', 'rx_bytes')
 ORDER BY device"""
         return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
+
+    def reporting(self, metric: str) -> set[str]:
+        """Devices with samples of `metric` in the window (from the 1-minute rollup): which evidence exists at all
+        (Broadcom switches report pause frames but no pause duration)."""
+        sql = """
+SELECT DISTINCT toString(device) AS device FROM counters_1m
+WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
+    AND metric = {metric:String}"""
+        frame = self._query(("reporting", metric), sql, {**self._params(()), "metric": metric})
+        return set(frame["device"].cast(pl.String).to_list()) if frame.height else set()
+
+    def ports(self) -> pl.DataFrame:
+        """Each switch port with traffic counters in the window (PORTS_SCHEMA): the names the counters use,
+        which LLDP may spell another way. From the 1-minute rollup, like `roles`."""
+        sql = """
+SELECT DISTINCT toString(device) AS device, toString(port) AS port FROM counters_1m
+WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
+    AND metric IN ('tx_bytes', 'rx_bytes') AND role = 'switch'
+ORDER BY device, port"""
+        return _plain(self._query(("ports",), sql, self._params(())), PORTS_SCHEMA, "ports")
 
     def poll_interval_s(self) -> float:
         """The typical sampling interval in the window (median gap between samples of the first devices'

@@ -17,6 +17,7 @@ from typing import Any
 
 from rocescope.analysis.detectors import (
     cnp_loss,
+    ecmp_imbalance,
     incast,
     link_health,
     microburst,
@@ -39,6 +40,7 @@ DETECTORS: tuple[Detector[Any], ...] = (
     pfc_storm.DETECTOR,
     pfc_deadlock.DETECTOR,
     polarization.DETECTOR,
+    ecmp_imbalance.DETECTOR,
     incast.DETECTOR,
     microburst.DETECTOR,
     cnp_loss.DETECTOR,

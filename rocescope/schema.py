@@ -208,7 +208,7 @@ FINDINGS = Table(
         _str("run_id", "Analysis run that produced the finding."),
         _lc("detector", "Detector name."),
         _lc("detector_version", "Detector version."),
-        _lc("kind", "microburst | polarization | incast | pfc_storm | pfc_deadlock | cnp_loss | ..."),
+        _lc("kind", "microburst | polarization | ecmp_imbalance | incast | pfc_storm | pfc_deadlock | cnp_loss | ..."),
         _lc("severity", "info | warning | critical."),
         _ts("start", "Start of the problem."),
         _ts("end", "End of the problem (or the end of the analysed window)."),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Frames, Window
+from rocescope.analysis.speeds import PortSpeeds
 from rocescope.errors import ConfigError
 
 
@@ -28,11 +29,16 @@ P = TypeVar("P", bound=Params)
 
 @dataclass
 class Context:
-    """What a detector sees: the window's frames, the fabric, the sampling interval."""
+    """What a detector sees: the window's frames, the fabric, the finest sampling interval in play, and the
+    port speeds (reported, or inferred where no source reports them)."""
 
     frames: Frames
     fabric: Fabric
     poll_s: float
+    speeds: PortSpeeds = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.speeds = PortSpeeds(self.frames, self.fabric)
 
     @property
     def window(self) -> Window:

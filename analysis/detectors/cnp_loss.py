@@ -11,52 +11,69 @@ Distributed AI Training at Meta Scale", SIGCOMM 2024, on tuning and debugging th
 NVIDIA's mlx5 counter documentation on reading np_cnp_sent against rp_cnp_handled). Who sends to
 whom is not known to the analysis (ring neighbours come from the collective library), so:
 
-* counters are summed over buckets of `bucket_s` (NICs are polled at slightly different instants:
-  a bucket absorbs that skew better than single samples);
+* counters are summed over buckets of `bucket_s` (NICs are polled at their own instants and clocks: a
+  bucket absorbs that skew better than single samples); a NIC's RDMA port is named after its netdev
+  through the job placements (`endpoints`) or the inventory, never by a naming convention;
 * per bucket, the fabric's CNP balance: lost = sent (all NICs) - handled (all NICs). Near zero
   when the loop works;
-* a NIC is a suspect in a bucket when (a) it handles at most `max_handled_ratio` of what its
-  job-mates that handle CNPs handle (median; job-mates = NICs placed in a job with it, the only ones
-  its traffic can be marked next to), (b) its traffic is evidently being congested without it
-  slowing down: it is PFC-paused on a lossless priority at least `min_paused_fraction` of the time
-  (ECN marks before PFC pauses in a DCQCN deployment, so a paused sender has crossed a marking
-  queue), or it counts ignored CNPs, and (c) the fabric lost at least `min_lost_share` of what a
-  job-mate handles (the missing CNPs could be its) and at least `min_lost_rate` per second;
-* suspect buckets of one NIC closer than 1.5 buckets form an episode; episodes of at least
-  `min_seconds` are findings on the NIC (RDMA port and netdev), with the jobs placed on it.
+* *loss at a NIC* (a reaction point that drops all or part of its CNPs): a NIC is a suspect in a bucket
+  when it handles at most `max_handled_ratio` of what its job-mates that handle CNPs handle (median;
+  job-mates = NICs placed in a job with it, the only ones its traffic can be marked next to), and the
+  fabric lost at least `min_lost_share` of its shortfall (what it should have handled, at its job-mates'
+  rate, minus what it did) and at least `min_lost_rate` per second, and it is evidently in the congestion:
+  it handles some CNPs (fewer than it is sent), counts ignored ones, or is PFC-paused on a lossless priority
+  (held back by PFC instead of DCQCN: ECN marks come before pauses, so a paused sender crossed a marking
+  queue). Suspects are taken in order of their shortfall while the lost CNPs still explain them, so a NIC
+  that merely sees less congestion than its job-mates is not blamed for a loss another NIC explains;
+* *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
+  them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
+  and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
+  the finding names the NICs that sent them (the receivers) and the switch queues that dropped packets on
+  a priority that is not lossless meanwhile (where the CNPs go). It needs CNP counters from NICs other
+  than the senders (else nobody could have handled them: not collected is not lost);
+* suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings:
+  on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
-Only what the counters show is reported: while nothing is congested nobody sends CNPs and a NIC that
-drops them looks healthy, so a finding starts with the first congestion that exposes the loss.
+Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
+while nothing is congested nobody sends CNPs and a NIC that drops them looks healthy, so a finding starts
+with the first congestion that exposes the loss.
 """
 
 from __future__ import annotations
+
+import datetime as dt
 
 import polars as pl
 from pydantic import Field
 
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 
 SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
-PAUSED_US = "pfc_rx_pause_duration_us"
+PAUSED_US, PAUSE_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause"
+QUEUE_DROPS = "queue_dropped_packets"
 
 
 class CnpLossParams(Params):
     bucket_s: float = Field(10.0, gt=0, description="Seconds of counters summed per balance check.")
-    min_seconds: float = Field(20.0, ge=0, description="A NIC must look like this for at least this long.")
+    min_seconds: float = Field(20.0, ge=0, description="A loss must last at least this long.")
     max_handled_ratio: float = Field(
-        0.1, ge=0, lt=1, description="Suspect handles at most this share of its job-mates' median."
+        0.5, ge=0, lt=1, description="Suspect handles at most this share of its job-mates' median."
     )
     min_peer_handled_rate: float = Field(
         10.0, gt=0, description="CNPs/s a job-mate must handle to count as evidence the loop is active."
     )
     min_lost_share: float = Field(
-        0.3, gt=0, description="Fabric-wide lost CNPs must reach this share of a job-mate's handled ones."
+        0.5, gt=0, le=1, description="Fabric-wide lost CNPs must cover this share of the suspects' shortfall."
     )
     min_lost_rate: float = Field(5.0, ge=0, description="Fabric-wide lost CNPs per second, at least.")
+    max_fabric_handled_share: float = Field(
+        0.5, ge=0, lt=1, description="Loss in the fabric: the NICs handled at most this share of the CNPs sent."
+    )
     min_paused_fraction: float = Field(
-        0.001, ge=0, le=1, description="Share of time the suspect is PFC-paused (lossless priority)."
+        0.001, ge=0, le=1, description="Share of time a suspect PFC-paused counts as held back (lossless priority)."
     )
     lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that run PFC (RoCE traffic).")
     critical_seconds: float = Field(60.0, gt=0, description="Findings at least this long are critical.")
@@ -68,45 +85,53 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
     t = frames.totals([SENT, HANDLED, IGNORED], p.bucket_s, roles=["nic"])
     if t.is_empty():
         return pl.DataFrame()
-    nics = (
-        frames.endpoints()
-        .select(pl.col("host").alias("device"), pl.col("rdma_dev").alias("rdma"), pl.col("netdev"))
-        .unique(["device", "rdma"])
-    )
     counts = (
-        t.with_columns(pl.col("port").str.split("/").list.first().alias("rdma"))
-        .join(nics, on=["device", "rdma"], how="left")
-        # an RDMA device without a placement: mlx5_N is conventionally the port of ethN
-        .with_columns(pl.col("netdev").fill_null(pl.col("rdma").str.replace(r"^mlx5_(\d+)$", "eth$1")))
+        with_ifaces(t, ctx.fabric, out="netdev")
         .group_by("bucket", "device", "netdev", "port")
         .agg(
             *(pl.col("delta").filter(pl.col("metric") == m).sum().alias(m) for m in (SENT, HANDLED, IGNORED)),
             pl.col("seconds").max().alias("seconds"),
         )
     )
-    paused = frames.totals([PAUSED_US], p.bucket_s, roles=["nic"], priorities=list(p.lossless_priorities))
-    paused = paused.group_by("bucket", "device", pl.col("port").alias("netdev")).agg(
-        (pl.col("delta") / 1e6 / pl.col("seconds")).max().alias("paused_fraction")
+    prios = list(p.lossless_priorities)
+    paused = frames.totals([PAUSED_US], p.bucket_s, roles=["nic"], priorities=prios)
+    paused = (
+        with_ifaces(paused, ctx.fabric, out="netdev")
+        .group_by("bucket", "device", "netdev")
+        .agg((pl.col("delta") / 1e6 / pl.col("seconds")).max().alias("paused_fraction"))
     )
-    return counts.join(paused, on=["bucket", "device", "netdev"], how="left").with_columns(
-        pl.col("paused_fraction").fill_null(0.0)
+    frames_in = frames.totals([PAUSE_FRAMES], p.bucket_s, roles=["nic"], priorities=prios)
+    frames_in = (
+        with_ifaces(frames_in, ctx.fabric, out="netdev")
+        .group_by("bucket", "device", "netdev")
+        .agg((pl.col("delta") / pl.col("seconds")).max().alias("pause_frames_per_s"))
+    )
+    return (
+        counts.join(paused, on=["bucket", "device", "netdev"], how="left")
+        .join(frames_in, on=["bucket", "device", "netdev"], how="left")
+        .with_columns(pl.col("paused_fraction").fill_null(0.0), pl.col("pause_frames_per_s").fill_null(0.0))
     )
 
 
-def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame:
-    """Bucket rows of NICs that handle (almost) none of the CNPs their job-mates handle while the
-    fabric loses CNPs and they are congested (see the module docstring)."""
-    balance = nic.group_by("bucket").agg(
-        pl.col(SENT).sum().alias("fabric_sent"),
-        pl.col(HANDLED).sum().alias("fabric_handled"),
-        pl.col("seconds").max().alias("bucket_seconds"),
+def _balance(nic: pl.DataFrame) -> pl.DataFrame:
+    return (
+        nic.group_by("bucket")
+        .agg(
+            pl.col(SENT).sum().alias("fabric_sent"),
+            pl.col(HANDLED).sum().alias("fabric_handled"),
+            pl.col("seconds").max().alias("bucket_seconds"),
+        )
+        .with_columns((pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"))
     )
-    balance = balance.with_columns((pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost")).filter(
-        pl.col("fabric_lost") / pl.col("bucket_seconds") >= p.min_lost_rate
-    )
-    if balance.is_empty():
+
+
+def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
+    """Bucket rows of NICs that handle much less than their job-mates while the fabric loses what they miss
+    (see the module docstring)."""
+    lossy = balance.filter(pl.col("fabric_lost") / pl.col("bucket_seconds") >= p.min_lost_rate)
+    if lossy.is_empty():
         return pl.DataFrame()
-    nic = nic.join(balance, on="bucket").with_columns(
+    nic = nic.join(lossy, on="bucket").with_columns(
         (pl.col(HANDLED) / pl.col("seconds")).alias("handled_rate"),
         (pl.col("bucket") + pl.duration(milliseconds=round(p.bucket_s * 1000))).alias("bucket_end"),
     )
@@ -131,22 +156,25 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame
             pl.col("job_id").unique().sort().alias("shared_jobs"),
         )
     )
-    rows = nic.join(peers, on=["bucket", "device", "netdev"])
-    congested = (pl.col("paused_fraction") >= p.min_paused_fraction) | (pl.col(IGNORED) > 0)
-    return rows.filter(
-        (pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"))
-        & congested
-        & (pl.col("fabric_lost") / pl.col("bucket_seconds") >= p.min_lost_share * pl.col("peer_handled_rate"))
+    # in the congestion: it handles some CNPs (fewer than it gets), ignores some, or PFC holds it back instead
+    congested = (
+        (pl.col(HANDLED) > 0)
+        | (pl.col(IGNORED) > 0)
+        | (pl.col("paused_fraction") >= p.min_paused_fraction)
+        | (pl.col("pause_frames_per_s") > 0)
     )
+    rows = nic.join(peers, on=["bucket", "device", "netdev"]).filter(
+        pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"), congested
+    )
+    rows = rows.with_columns(
+        ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall")
+    ).sort(["bucket", "shortfall"], descending=[False, True])
+    # the lost CNPs must explain the suspects, the biggest shortfall first
+    explained = pl.col("shortfall").cum_sum().over("bucket") * p.min_lost_share <= pl.col("fabric_lost")
+    return rows.filter(explained)
 
 
-def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
-    nic = _nic_buckets(ctx, p)
-    if nic.is_empty():
-        return []
-    bad = _suspects(ctx, p, nic)
-    if bad.is_empty():
-        return []
+def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Finding]:
     bad = bad.with_columns(pl.col("bucket_end").alias("ts"), pl.lit(p.bucket_s).alias("dt_s"))
     eps = episodes(
         bad,
@@ -160,6 +188,7 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
             pl.col("peer_handled_rate").median().alias("peer_handled_rate"),
             pl.col("handling_peers").max().alias("handling_peers"),
             pl.col("paused_fraction").mean().alias("paused_fraction"),
+            pl.col("pause_frames_per_s").mean().alias("pause_frames_per_s"),
             pl.col("shared_jobs")
             .list.explode(keep_nulls=False, empty_as_null=False)
             .unique()
@@ -168,42 +197,44 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
         ],
     )
     findings = []
-    min_span = max(p.min_seconds, p.bucket_s)
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
         seconds = (end - start).total_seconds()
-        if seconds < min_span - 1e-6:
+        if seconds < max(p.min_seconds, p.bucket_s) - 1e-6:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]
         expected = row["peer_handled_rate"] * seconds
-        refs = (f"{host}:{rdma_port}", f"{host}:{netdev}")
+        share = row["handled"] / expected if expected > 0 else 0.0
         jobs = ctx.fabric.jobs_on_nic(host, netdev, start, end)
-        none = row["handled"] <= 0
+        held = row["paused_fraction"] >= p.min_paused_fraction or row["pause_frames_per_s"] > 0
         findings.append(
             Finding(
                 kind="cnp_loss",
-                severity="critical" if none and seconds >= p.critical_seconds else "warning",
+                severity="critical" if share < 0.05 and seconds >= p.critical_seconds else "warning",
                 start=start,
                 end=end,
                 devices=(host,),
-                ports=refs,
+                ports=(f"{host}:{rdma_port}", f"{host}:{netdev}"),
                 priority=p.lossless_priorities[0] if p.lossless_priorities else -1,
                 score=row["fabric_lost"],
                 summary=(
-                    f"CNP loss: {host} {rdma_port} handled {row['handled']:.0f} CNPs in {seconds:.0f} s while "
-                    f"{row['handling_peers']} job-mate NIC(s) handled ~{row['peer_handled_rate']:.0f}/s each and "
-                    f"{row['fabric_lost']:.0f} of {row['fabric_sent']:.0f} CNPs sent in the fabric were never "
-                    f"handled; the NIC was PFC-paused {row['paused_fraction']:.1%} of the time instead"
+                    f"CNP loss: {host} {rdma_port} handled {row['handled']:.0f} CNPs in {seconds:.0f} s ({share:.0%} "
+                    f"of what its {row['handling_peers']} job-mate NIC(s) handled, ~{row['peer_handled_rate']:.0f}/s "
+                    f"each) while {row['fabric_lost']:.0f} of {row['fabric_sent']:.0f} CNPs sent in the fabric were "
+                    "never handled" + ("; PFC held it back instead" if held else "")
                 ),
                 evidence={
+                    "where": "nic",
                     "cnp_handled": row["handled"],
                     "cnp_ignored": row["ignored"],
+                    "handled_share": share,
                     "expected_handled": expected,
                     "peer_handled_rate": row["peer_handled_rate"],
                     "handling_peers": row["handling_peers"],
                     "fabric_cnp_sent": row["fabric_sent"],
                     "fabric_cnp_lost": row["fabric_lost"],
                     "paused_fraction": row["paused_fraction"],
+                    "pause_frames_per_s": row["pause_frames_per_s"],
                     "shared_jobs": row["shared_jobs"],
                     "buckets": row["samples"],
                 },
@@ -213,4 +244,99 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("cnp_loss", "1", ("cnp_loss",), CnpLossParams, detect)
+def _dropping_queues(ctx: Context, p: CnpLossParams, start: dt.datetime, end: dt.datetime) -> list[tuple[str, float]]:
+    """Switch queues (`device:port`, priority not lossless) that dropped packets in [start, end], most first."""
+    drops = ctx.frames.rates([QUEUE_DROPS], min_rate=1e-9, roles=["switch"])
+    drops = drops.filter(
+        ~pl.col("priority").is_in(list(p.lossless_priorities)), pl.col("ts") > start, pl.col("ts") <= end
+    )
+    per = drops.group_by("device", "port", "priority").agg(pl.col("delta").sum()).sort("delta", descending=True)
+    return [(f"{d}:{port}", float(n)) for d, port, _prio, n in per.iter_rows()]
+
+
+def _fabric_findings(
+    ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.DataFrame, blamed: pl.DataFrame
+) -> list[Finding]:
+    """Loss in the fabric: the NICs sent CNPs that (almost) no NIC handled (see the module docstring)."""
+    senders = set(nic.filter(pl.col(SENT) > 0)["device"].to_list())
+    if not ctx.frames.reporting(HANDLED) - senders:
+        return []  # nobody but the senders reports CNPs handled: not collected is not lost
+    lost = balance.filter(
+        pl.col("fabric_sent") / pl.col("bucket_seconds") >= p.min_lost_rate,
+        pl.col("fabric_handled") <= p.max_fabric_handled_share * pl.col("fabric_sent"),
+    )
+    if not blamed.is_empty():
+        lost = lost.join(blamed.select("bucket").unique(), on="bucket", how="anti")
+    if lost.is_empty():
+        return []
+    lost = lost.with_columns(
+        (pl.col("bucket") + pl.duration(milliseconds=round(p.bucket_s * 1000))).alias("ts"),
+        pl.lit(p.bucket_s).alias("dt_s"),
+        pl.lit("fabric").alias("where"),
+    )
+    eps = episodes(
+        lost,
+        ["where"],
+        gap_s=1.5 * p.bucket_s,
+        aggregations=[pl.col("fabric_sent").sum().alias("sent"), pl.col("fabric_handled").sum().alias("handled")],
+    )
+    findings = []
+    for row in eps.iter_rows(named=True):
+        start, end = ctx.clip(row["start"], row["end"])
+        seconds = (end - start).total_seconds()
+        if seconds < max(p.min_seconds, p.bucket_s) - 1e-6:
+            continue
+        span = nic.filter(pl.col("bucket") >= row["start"], pl.col("bucket") < row["end"], pl.col(SENT) > 0)
+        notifying = span.group_by("device", "netdev", "port").agg(pl.col(SENT).sum()).sort(SENT, descending=True)
+        receivers = [(d, n, port, float(s)) for d, n, port, s in notifying.iter_rows()]
+        queues = _dropping_queues(ctx, p, start, end)
+        nic_refs = [f"{d}:{n}" for d, n, _, _ in receivers]
+        leaf_refs = [f"{lp[0]}:{lp[1]}" for d, n, _, _ in receivers if (lp := ctx.fabric.peer(d, n)) is not None]
+        refs = [*nic_refs, *leaf_refs, *(q for q, _ in queues)]
+        handled_share = row["handled"] / row["sent"] if row["sent"] else 0.0
+        findings.append(
+            Finding(
+                kind="cnp_loss",
+                severity="critical" if seconds >= p.critical_seconds else "warning",
+                start=start,
+                end=end,
+                devices=tuple(dict.fromkeys([*(d for d, *_ in receivers), *(q.partition(":")[0] for q, _ in queues)])),
+                ports=tuple(dict.fromkeys(refs)),
+                priority=p.lossless_priorities[0] if p.lossless_priorities else -1,
+                score=row["sent"] - row["handled"],
+                summary=(
+                    f"CNP loss in the fabric: {len(receivers)} NIC(s) sent {row['sent']:.0f} CNPs in {seconds:.0f} s "
+                    f"and the fabric's NICs handled {handled_share:.0%} of them"
+                    + (
+                        f"; {len(queues)} switch queue(s) dropped packets meanwhile, most at {queues[0][0]}"
+                        if queues
+                        else ""
+                    )
+                ),
+                evidence={
+                    "where": "fabric",
+                    "fabric_cnp_sent": row["sent"],
+                    "fabric_cnp_handled": row["handled"],
+                    "receivers": [
+                        {"nic": f"{d}:{n}", "rdma_port": f"{d}:{port}", "cnp_sent": s} for d, n, port, s in receivers
+                    ],
+                    "dropping_queues": [{"queue": q, "dropped_packets": n} for q, n in queues],
+                    "buckets": row["samples"],
+                },
+                job_ids=tuple(ctx.fabric.jobs_at_refs(nic_refs, start, end)),
+            )
+        )
+    return findings
+
+
+def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
+    nic = _nic_buckets(ctx, p)
+    if nic.is_empty():
+        return []
+    balance = _balance(nic)
+    bad = _suspects(ctx, p, nic, balance)
+    findings = _nic_findings(ctx, p, bad) if not bad.is_empty() else []
+    return findings + _fabric_findings(ctx, p, nic, balance, bad)
+
+
+DETECTOR = Detector("cnp_loss", "2", ("cnp_loss",), CnpLossParams, detect)

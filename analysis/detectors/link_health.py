@@ -22,16 +22,18 @@ link that flaps within `merge_gap_s` of them are the same failing cable: they ar
 too few to be a flapping episode are degraded optics. Optics DOM (`optics_rx_power_dbm`)
 is added as evidence where reported.
 
-PFC misconfiguration (`pfc_misconfig`). On a lossless priority (IEEE 802.1Qbb) a switch should
-pause its upstream before its ingress priority group overflows, so drops there mean PFC did not act:
-`pg_dropped_packets` (SONiC `PG_DROP`, as `pfcstat`/`show priority-group drop counters` show) or
-`queue_dropped_packets` on a lossless priority, or `rx_discards` of a port that has no per-priority
-drop counter, while the same port sent no PFC pause on that priority (`pfc_tx_pause`, pause duration)
-around the drops (a port with PFC on pauses before it drops; one that pauses and still drops has a
-headroom problem, not this). Drops at a port whose link went down within two polls are link events
-(queued frames dropped on a down port; see `link_flap`) and are skipped. Drop samples closer than
-`misconfig_gap_s` form one finding when they add up to `min_lossless_drops` packets or more. As
-with SONiC's PFC watchdog, drops of lossless traffic are the symptom to alarm on; the cause shown
+PFC misconfiguration (`pfc_misconfig`). On a lossless priority (IEEE 802.1Qbb) a switch pauses its
+upstream before an ingress priority group overflows, so drops *at an ingress* of a lossless priority mean
+the port did not pause: `pg_dropped_packets` (SONiC `PG_DROP`, as `pfcstat`/`show priority-group drop
+counters` show) on a lossless priority while the same port sent no PFC pause on that priority
+(`pfc_tx_pause` frames or pause duration) around the drops. The direction matters: the ingress that
+dropped is the one that should have paused; an egress queue's drops name no ingress (the traffic came in
+elsewhere) and a port's own pauses say nothing about its egress, so egress drops are not evidence, and
+neither are port-wide discards (ACLs, routing and errors explain those). Drops a PFC watchdog made while
+mitigating a storm (`pfcwd_*_dropped_packets` on the port) are the storm's (see `pfc_storm`), and drops at a
+port whose link went down within two polls are link events (see `link_flap`): both are skipped. Drop
+samples closer than `misconfig_gap_s` form one finding when they add up to `min_lossless_drops` packets or
+more. As with SONiC's PFC watchdog, drops of lossless traffic are the symptom to alarm on; the cause shown
 is the port's flat pause counters.
 """
 
@@ -56,8 +58,8 @@ DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
 ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks")
 RX_FRAMES = ("rx_unicast_packets", "rx_packets")
 DOM = "optics_rx_power_dbm"
-LOSSLESS_DROPS = ("pg_dropped_packets", "queue_dropped_packets")
-PORT_DROPS = "rx_discards"
+INGRESS_DROPS = "pg_dropped_packets"
+WATCHDOG_DROPS = ("pfcwd_rx_dropped_packets", "pfcwd_tx_dropped_packets")
 PFC_SENT = ("pfc_tx_pause", "pfc_tx_pause_duration_us")
 
 
@@ -358,41 +360,32 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
     lossless = list(p.lossless_priorities)
     if not lossless:
         return []
-    drops = frames.rates(list(LOSSLESS_DROPS), min_rate=1e-9, roles=["switch"], priorities=lossless)
-    port_drops = frames.rates([PORT_DROPS], min_rate=1e-9, roles=["switch"])
-    if not port_drops.is_empty():
-        # port-level discards stand in only where a port has no per-priority ingress drop counter
-        pg = frames.rates(["pg_dropped_packets"], devices=sorted(set(port_drops["device"].to_list())))
-        port_drops = port_drops.join(pg.select("device", "port").unique(), on=["device", "port"], how="anti")
-        drops = pl.concat([drops, port_drops.with_columns(pl.lit(lossless[0], pl.Int8).alias("priority"))])
+    drops = frames.rates([INGRESS_DROPS], min_rate=1e-9, roles=["switch"], priorities=lossless)
     if drops.is_empty():
         return []
     eps = episodes(
         drops,
         ["device", "port", "priority"],
         gap_s=p.misconfig_gap_s,
-        aggregations=[
-            pl.col("delta").filter(pl.col("metric") == m).sum().alias(m) for m in (*LOSSLESS_DROPS, PORT_DROPS)
-        ],
-    )
-    eps = eps.with_columns(pl.sum_horizontal(*LOSSLESS_DROPS, PORT_DROPS).alias("dropped")).filter(
-        pl.col("dropped") >= p.min_lossless_drops
-    )
+        aggregations=[pl.col("delta").sum().alias("dropped"), pl.col("dt_s").median().alias("interval_s")],
+    ).filter(pl.col("dropped") >= p.min_lossless_drops)
     if eps.is_empty():
         return []
-    paused = frames.rates(list(PFC_SENT), min_rate=1e-9, roles=["switch"], priorities=lossless)
-    slack = dt.timedelta(seconds=2 * poll)
+    devices = sorted(set(eps["device"].to_list()))
+    paused = frames.rates(list(PFC_SENT), min_rate=1e-9, devices=devices, priorities=lossless)
+    mitigated = frames.rates(list(WATCHDOG_DROPS), min_rate=1e-9, devices=devices)
     downs = events.join(_link_keys(ctx, events), on=["device", "port"]) if not events.is_empty() else events
     out = []
     for row in eps.iter_rows(named=True):
         device, port, prio = row["device"], row["port"], int(row["priority"])
+        slack = dt.timedelta(seconds=2 * max(poll, float(row["interval_s"] or poll)))
         lo, hi = row["start"] - slack, row["end"] + slack
-        around = paused.filter(
-            (pl.col("device") == device) & (pl.col("port") == port) & (pl.col("priority") == prio)
-        ).filter(pl.col("ts").is_between(lo, hi))
-        if not around.is_empty():
+        here = (pl.col("device") == device) & (pl.col("port") == port) & pl.col("ts").is_between(lo, hi)
+        if not paused.filter(here & (pl.col("priority") == prio)).is_empty():
             continue  # PFC acted and still dropped: headroom, not a missing PFC config
-        ref = f"{device}:{netdev_of(port)}"
+        if not mitigated.filter(here).is_empty():
+            continue  # a PFC watchdog dropped them while mitigating a storm
+        ref = f"{device}:{port}"
         if not downs.is_empty():
             down_here = downs.filter(
                 pl.col("link").list.contains(ref) & (pl.col("start") <= hi) & (pl.col("end") >= lo)
@@ -402,7 +395,6 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
         start, end = ctx.clip(row["start"], row["end"])
         peer = fabric.peer(device, port)
         jobs = fabric.jobs_at(*peer, start, end) if peer else fabric.jobs_at(device, port, start, end)
-        where = "ingress priority group" if row["pg_dropped_packets"] or row[PORT_DROPS] else "egress queue"
         out.append(
             Finding(
                 kind="pfc_misconfig",
@@ -415,11 +407,11 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
                 score=row["dropped"],
                 summary=(
                     f"PFC misconfig: {ref} dropped {row['dropped']:.0f} packets of lossless priority {prio} at its "
-                    f"{where} without sending a single PFC pause (PFC off for that priority?)"
+                    "ingress priority group without sending a single PFC pause (PFC off for that priority?)"
                 ),
                 evidence={
                     "dropped": row["dropped"],
-                    **{m: row[m] for m in (*LOSSLESS_DROPS, PORT_DROPS)},
+                    INGRESS_DROPS: row["dropped"],
                     "pfc_pause_sent": 0,
                     "peer": f"{peer[0]}:{peer[1]}" if peer else None,
                 },
@@ -434,4 +426,4 @@ def detect(ctx: Context, p: LinkHealthParams) -> list[Finding]:
     return _link_findings(ctx, p, events) + _misconfig_findings(ctx, p, events)
 
 
-DETECTOR = Detector("link_health", "1", ("link_flap", "degraded_optics", "pfc_misconfig"), LinkHealthParams, detect)
+DETECTOR = Detector("link_health", "2", ("link_flap", "degraded_optics", "pfc_misconfig"), LinkHealthParams, detect)

@@ -5,42 +5,43 @@ utilization stays low.
 Method (SONiC `watermarkstat` practice: the periodic queue and PG watermarks are the only counters
 that see what happened between two reads; DCQCN, SIGCOMM 2015, and "RDMA over Commodity Ethernet at
 Scale", SIGCOMM 2016, on the ECN marks and pauses bursts leave; HPCC, SIGCOMM 2019, on the queues
-that bursts of synchronized senders build at the last hop):
+that bursts of synchronized senders build at the last hop). The shared physics is in `congestion.py`.
 
-* a *burst sample* of a downlink queue (the port facing a receiver NIC, where N senders meet) is
-  one whose watermark reached `min_watermark_bytes` while the port transmitted at most
-  `max_utilization` of its link speed on average, the queue had drained again by the read (its
-  occupancy at most `max_left_fraction` of the watermark) and the port was not held paused (at most
-  `max_paused_fraction` of the interval: a queue stuck behind pauses is a PFC storm's victim);
-* samples within `incast_guard_intervals` of a sample of the same queue that was congested *and*
-  busy (the start or the tail of an incast) are not bursts;
-* burst samples of one (port, priority) closer than `merge_gap_s` form one finding when there are
-  at least `min_bursts` of them;
+* a *burst reading* is one watermark read of a downlink queue (the port facing a receiver NIC, where N
+  senders meet) that reached `min_watermark_bytes`, over whose interval (since the previous read, at
+  the queue's own cadence: 1 s or SONiC's 60 s) the port transmitted at most `max_utilization` of its speed
+  on average, with no incast inside it (no `incast_intervals` consecutive transmit samples at
+  `busy_utilization` or more, within `guard_intervals` of the interval), the port not held paused
+  (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a PFC storm's victim),
+  and, where the occupancy is read with the watermark, drained again by the read (at most
+  `max_left_fraction` of the watermark). One reading is one peak, never as many bursts as the interval has
+  seconds;
+* burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
+  `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
+  intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more;
 * a finding needs a median estimated burst length of `min_burst_ms` (below: the port's usual traffic
   bunched up, e.g. a victim flow's backlog released after a pause upstream, not new traffic);
-* per finding: burst count (intervals with a burst, each at least one), peak occupancy (highest
-  watermark) and estimated burst duration: the bytes the port sent in a burst interval beyond its
-  quiet rate, at line rate (a lower bound: the time the port was busy with the burst), never less
-  than the time to drain the peak queue;
-* receiver, senders and jobs as for incast (`incast.fan_in`).
+* per finding: burst count, peak occupancy (highest watermark) and estimated burst duration: the bytes
+  the port sent in a burst interval beyond its quiet rate, at line rate (a lower bound: the time the port
+  was busy with the burst), never less than the time to drain the peak queue;
+* receiver, senders and jobs as for incast (`congestion.fan_in`).
 """
 
 from __future__ import annotations
 
-import datetime as dt
-
 import polars as pl
 from pydantic import Field
 
+from rocescope.analysis.align import covering, mean_over
 from rocescope.analysis.detectors.base import Context, Detector
-from rocescope.analysis.detectors.incast import (
+from rocescope.analysis.detectors.congestion import (
     KEYS,
     QUEUE_NOW,
-    QUEUE_WM,
+    RX_PAUSED_US,
     FanInParams,
+    downlink_evidence,
     fan_in,
-    port_tx,
-    queue_samples,
+    port_utilization,
 )
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
@@ -49,11 +50,13 @@ from rocescope.analysis.findings import Finding
 class MicroburstParams(FanInParams):
     min_senders: int = Field(0, ge=0, description="Sender NICs needed (bursts may come from one sender's jobs).")
     max_utilization: float = Field(0.25, gt=0, le=1, description="Average transmit share of link speed at most.")
+    busy_utilization: float = Field(0.4, gt=0, le=1, description="A transmit sample this busy may be an incast's.")
+    incast_intervals: int = Field(3, ge=1, description="Consecutive busy samples that make an incast, not bursts.")
+    guard_intervals: float = Field(2.0, ge=0, description="Distance in samples from such sustained congestion.")
     max_left_fraction: float = Field(
         0.5, ge=0, le=1, description="Occupancy at the read at most this share of the watermark (drained)."
     )
     max_paused_fraction: float = Field(0.5, ge=0, le=1, description="Share of the interval the port was paused.")
-    incast_guard_intervals: float = Field(2.0, ge=0, description="Distance in samples from sustained congestion.")
     min_burst_ms: float = Field(
         1.0, ge=0, description="Median estimated burst length at least (bursts that add no bytes are not fan-in)."
     )
@@ -62,67 +65,125 @@ class MicroburstParams(FanInParams):
     warning_bursts: int = Field(10, ge=1, description="Findings with this many bursts are warnings (else info).")
 
 
-def burst_samples(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
-    """Burst samples (see the module docstring)."""
-    samples = queue_samples(ctx, p)
-    if samples.is_empty():
-        return samples
-    high = pl.col(QUEUE_WM) >= p.min_watermark_bytes
-    busy = episodes(samples.filter(high, pl.col("utilization") > p.max_utilization), KEYS, gap_s=1.5 * ctx.poll_s)
-    left = pl.col(QUEUE_NOW).is_null() | (pl.col(QUEUE_NOW) <= p.max_left_fraction * pl.col(QUEUE_WM))
-    bursts = samples.filter(
-        high,
-        pl.col("utilization").is_null() | (pl.col("utilization") <= p.max_utilization),
-        pl.col("paused_fraction") <= p.max_paused_fraction,
-        left,
-    ).sort("ts")
-    guard = dt.timedelta(seconds=p.incast_guard_intervals * ctx.poll_s)
-    if not busy.is_empty():
-        near = bursts.join(busy.select(*KEYS, "start", "end"), on=KEYS).filter(
-            pl.col("ts") >= pl.col("start") - guard, pl.col("ts") <= pl.col("end") + guard
-        )
-        bursts = bursts.join(near.select("ts", *KEYS), on=["ts", *KEYS], how="anti")
-    return bursts
+def _seconds(value: pl.Expr) -> pl.Expr:
+    return pl.duration(microseconds=(value * 1e6).cast(pl.Int64))
+
+
+def _sustained(util: pl.DataFrame, p: MicroburstParams) -> pl.DataFrame:
+    """Per port, the spans of `incast_intervals` or more consecutive busy transmit samples (incasts)."""
+    busy = util.filter(pl.col("utilization") >= p.busy_utilization)
+    if busy.is_empty():
+        return pl.DataFrame(schema={"device": pl.String, "port": pl.String, "b_start": util.schema["ts"],
+                                    "b_end": util.schema["ts"], "b_dt": pl.Float64})  # fmt: skip
+    eps = episodes(busy, ["device", "port"], gap_s=0.0, gap_intervals=1.5,
+                   aggregations=[pl.col("dt_s").median().alias("b_dt")])  # fmt: skip
+    eps = eps.filter(pl.col("samples") >= p.incast_intervals)
+    return eps.select("device", "port", pl.col("start").alias("b_start"), pl.col("end").alias("b_end"), "b_dt")
+
+
+def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
+    """Burst readings (see the module docstring), with the port's mean transmit rate and utilization over each."""
+    evidence = downlink_evidence(ctx, p)
+    if evidence.is_empty():
+        return pl.DataFrame()
+    reads = evidence.filter(pl.col("kind") == "watermark").rename({"value": "watermark"}).drop("kind")
+    if reads.is_empty():
+        return pl.DataFrame()
+    util = port_utilization(ctx, reads.select("device", "port").unique())
+    tol = 0.5 * ctx.poll_s
+    reads = mean_over(reads, util, ["device", "port"], "tx_Bps", tolerance_s=tol)
+    speeds = util.group_by("device", "port").agg(pl.col("speed_Bps").first(), pl.col("speed_source").first())
+    reads = reads.join(speeds, on=["device", "port"], how="left").with_columns(
+        pl.when(pl.col("speed_Bps") > 0).then(pl.col("tx_Bps") / pl.col("speed_Bps")).alias("utilization")
+    )
+    low = pl.col("utilization").is_null() | (pl.col("utilization") <= p.max_utilization)
+    reads = reads.filter(low)
+    # no incast inside the read's interval, or near it
+    guard = _seconds(pl.col("b_dt") * p.guard_intervals)
+    near = reads.join(_sustained(util, p), on=["device", "port"]).filter(
+        pl.col("ts") - _seconds(pl.col("dt_s")) <= pl.col("b_end") + guard,
+        pl.col("ts") >= pl.col("b_start") - guard,
+    )
+    reads = reads.join(near.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
+    if reads.is_empty():
+        return reads
+    frames = ctx.frames
+    devices = sorted(set(reads["device"].to_list()))
+    paused = frames.rates([RX_PAUSED_US], devices=devices, roles=["switch"])
+    reads = mean_over(reads, paused, KEYS, "paused_us_per_s", tolerance_s=tol).with_columns(
+        (pl.col("paused_us_per_s").fill_null(0.0) / 1e6).alias("paused_fraction")
+    )
+    occupancy = frames.gauges([QUEUE_NOW], devices=devices, roles=["switch"])
+    if not occupancy.is_empty():
+        occupancy = occupancy.with_columns(pl.lit(ctx.poll_s).alias("dt_s"))
+        reads = covering(reads, occupancy.rename({"value": "left"}), KEYS, ["left"], tol)
+    else:
+        reads = reads.with_columns(pl.lit(None, pl.Float64).alias("left"))
+    drained = pl.col("left").is_null() | (pl.col("left") <= p.max_left_fraction * pl.col("watermark"))
+    return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained)
+
+
+def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
+    """Per burst reading, the ECN-marking and CNP-sending samples of its port inside its interval."""
+    other = evidence.filter(pl.col("kind") != "watermark").select("device", "port", pl.col("ts").alias("_t"))
+    spans = reads.select(*KEYS, "ts", (pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo"))
+    hits = spans.join(other, on=["device", "port"]).filter(pl.col("_t") > pl.col("_lo"), pl.col("_t") <= pl.col("ts"))
+    return hits.group_by(*KEYS, "ts").agg(pl.col("_t").n_unique().alias("marked"))
 
 
 def _quiet_rates(ctx: Context, bursts: pl.DataFrame) -> pl.DataFrame:
-    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples without a burst."""
-    tx = port_tx(ctx, sorted(set(bursts["device"].to_list())))
-    tx = tx.join(bursts.select("ts", "device", "port"), on=["ts", "device", "port"], how="anti")
+    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples outside the bursts."""
+    tx = port_utilization(ctx, bursts.select("device", "port").unique())
+    spans = bursts.select("device", "port", "ts", "dt_s").with_columns(
+        (pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo")
+    )
+    inside = tx.join(spans.rename({"ts": "_hi", "dt_s": "_d"}), on=["device", "port"]).filter(
+        pl.col("ts") > pl.col("_lo"), pl.col("ts") <= pl.col("_hi")
+    )
+    tx = tx.join(inside.select("ts", "device", "port").unique(), on=["ts", "device", "port"], how="anti")
     return tx.group_by("device", "port").agg(pl.col("tx_Bps").median().alias("quiet_Bps"))
 
 
 def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
-    bursts = burst_samples(ctx, p)
+    bursts = burst_readings(ctx, p)
     if bursts.is_empty():
         return []
+    marked = _corroborating(downlink_evidence(ctx, p), bursts)
+    bursts = bursts.join(marked, on=[*KEYS, "ts"], how="left").with_columns(
+        pl.max_horizontal(pl.lit(1), pl.col("marked").fill_null(0)).alias("intervals")
+    )
     bursts = bursts.join(_quiet_rates(ctx, bursts), on=["device", "port"], how="left")
     base = pl.col("quiet_Bps").fill_null(0.0)
     line = pl.when(pl.col("speed_Bps") > 0).then(pl.col("speed_Bps"))
-    excess_s = (pl.col("tx_Bps") - base).clip(lower_bound=0) * pl.col("dt_s") / line
-    drain_s = pl.col(QUEUE_WM) / line
+    excess_s = (pl.col("tx_Bps") - base).clip(lower_bound=0) * pl.col("dt_s") / pl.col("intervals") / line
+    drain_s = pl.col("watermark") / line
     bursts = bursts.with_columns(pl.max_horizontal(excess_s, drain_s).alias("burst_s"))
     eps = episodes(
         bursts,
         KEYS,
         gap_s=p.merge_gap_s,
+        gap_intervals=1.5,
         aggregations=[
-            pl.col(QUEUE_WM).max().alias("peak"),
+            pl.col("intervals").sum().alias("bursts"),
+            pl.col("watermark").max().alias("peak"),
             pl.col("utilization").mean().alias("util"),
-            pl.col("ecn_rate").mean().alias("ecn"),
             pl.col("paused_fraction").mean().alias("paused"),
             pl.col("burst_s").median().alias("burst_s"),
+            pl.col("speed_source").first().alias("speed_source"),
+            pl.col("dt_s").median().alias("read_every_s"),
         ],
     ).filter(
-        pl.col("samples") >= p.min_bursts, pl.col("burst_s").is_null() | (pl.col("burst_s") >= p.min_burst_ms / 1e3)
+        pl.col("bursts") >= p.min_bursts, pl.col("burst_s").is_null() | (pl.col("burst_s") >= p.min_burst_ms / 1e3)
     )
     findings = []
-    for device, port, prio, start, end, n, peak, util, ecn, paused, burst_s in eps.iter_rows():
-        start, end = ctx.clip(start, end)
-        fan = fan_in(ctx, device, port, int(prio), start, end, p)
+    for row in eps.iter_rows(named=True):
+        device, port, prio, n = row["device"], row["port"], int(row["priority"]), int(row["bursts"])
+        start, end = ctx.clip(row["start"], row["end"])
+        fan = fan_in(ctx, device, port, prio, start, end, p)
         if fan is None or len(fan.senders) < p.min_senders:
             continue
         receiver = f"{fan.receiver[0]}:{fan.receiver[1]}"
+        burst_s, peak, util = row["burst_s"], float(row["peak"]), row["util"]
         ms = f", ~{burst_s * 1000:.0f} ms each" if burst_s is not None else ""
         findings.append(
             Finding(
@@ -132,8 +193,8 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
                 end=end,
                 devices=fan.devices,
                 ports=fan.ports,
-                priority=int(prio),
-                score=float(n) * float(peak) / 1e6,
+                priority=prio,
+                score=float(n) * peak / 1e6,
                 summary=(
                     f"microbursts: {n} bursts into {receiver} at {fan.leaf_ref} priority {prio}, queue peaking at "
                     f"{peak / 1e6:.1f} MB{ms}, while the port averaged {util or 0:.0%} busy"
@@ -142,11 +203,13 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
                 evidence={
                     **fan.evidence(),
                     "bursts": n,
+                    "watermark_reads": row["samples"],
+                    "watermark_every_s": row["read_every_s"],
                     "peak_watermark_bytes": peak,
                     "estimated_burst_ms": None if burst_s is None else burst_s * 1000,
                     "utilization": util,
-                    "ecn_marked_per_s": ecn,
-                    "paused_fraction": paused,
+                    "speed_source": row["speed_source"],
+                    "paused_fraction": row["paused"],
                 },
                 job_ids=fan.job_ids,
             )
@@ -154,4 +217,4 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("microburst", "1", ("microburst",), MicroburstParams, detect)
+DETECTOR = Detector("microburst", "2", ("microburst",), MicroburstParams, detect)

@@ -1,41 +1,63 @@
 """PFC storm: a port held paused on a priority, nearly the whole time, for longer than a watchdog would
-allow, and the pause tree it spreads.
+allow, by a root that asserts pause without cause; and the pause tree it spreads. One storm, one finding.
 
 Method (after SONiC's PFC watchdog, which declares a storm when a queue is paused and transmits
 nothing for `detection_time`, 200 ms by default, and Microsoft's "RDMA over Commodity Ethernet at
 Scale", SIGCOMM 2016, on NIC pause storms):
 
-* a *stalled edge* is a sample where port P reports it was paused (`pfc_rx_pause_duration_us`) for at
-  least `min_paused_fraction` of the interval while P's transmit rate stayed below `stall_fraction`
-  of its link speed; the port asserting the pause is P's LLDP peer A;
-* consecutive stalled samples of one (P, priority) form an episode; an episode is kept when it lasts
-  at least `min_seconds` (and at least one sampling interval, the finest a counter can show);
-* an episode whose asserting device is not itself stalled meanwhile is a storm *root* (a stuck NIC,
-  a switch asserting pause without cause); episodes whose asserter is stalled are the spread, joined
-  to the root's tree by following asserter -> paused device. A closed loop of stalled devices has no
-  root: that is a PFC deadlock (`pfc_deadlock` detector), not a storm.
+* a *stalled sample* of port P on a priority is one where P was held paused and transmitted below
+  `stall_fraction` of its speed over the sample's interval. Held paused means, from the best evidence the
+  device gives: its pause duration counter (`pfc_rx_pause_duration_us`) covers `min_paused_fraction` of
+  the interval; or, where the device reports no pause duration at all (Broadcom-based switches), it
+  received at least `min_pause_frames_per_s` pause frames; or its PFC watchdog declared a storm on the
+  queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is the port's mean over the
+  sample's own interval, whatever the clocks and cadences (`align.mean_over`), against its speed
+  (reported, or inferred: `speeds.py`); the port asserting the pause is P's LLDP peer A;
+* stalled samples of one (P, priority) form an episode, bridging gaps of `gap_intervals` samples (a
+  flickering threshold is one episode); kept when it lasts `min_seconds` and one sampling interval;
+* the asserter A of an episode is a storm *root* when it keeps asserting pause while its own receive side
+  is not congested: a NIC receiving below `busy_fraction` of its speed, or a switch none of whose other
+  ports is stalled (then it is the spread of another storm, or a loop: see `pfc_deadlock`) or busy
+  (`busy_fraction` of speed: then its pauses are back-pressure from congestion, an incast's, not a storm);
+* a root's episodes on one priority closer than `merge_gap_s` are one storm, one finding, with the spread
+  joined by following asserter -> paused device. When a PFC watchdog acted, the finding says so
+  (mitigated: storm detections, restorations and the packets it dropped).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 from pydantic import Field
 
+from rocescope.analysis.align import mean_over
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
-from rocescope.analysis.frames import Frames
 
 PAUSED_US = "pfc_rx_pause_duration_us"
+PAUSE_FRAMES = "pfc_rx_pause"
+WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
+WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
+KEYS = ["device", "port", "priority"]
 
 
 class StormParams(Params):
     min_paused_fraction: float = Field(0.8, gt=0, le=1, description="Share of an interval a port must be paused.")
+    min_pause_frames_per_s: float = Field(
+        100.0, gt=0, description="Pause frames/s that hold a port paused, where no pause duration is reported."
+    )
     stall_fraction: float = Field(0.05, ge=0, le=1, description="Transmit below this share of link speed = stalled.")
+    busy_fraction: float = Field(
+        0.5, gt=0, le=1, description="A port at this share of its speed is busy (congestion, not a stuck root)."
+    )
     min_seconds: float = Field(0.2, ge=0, description="Watchdog detection time.")
+    gap_intervals: float = Field(3.0, ge=1, description="Stalled samples this many intervals apart are one episode.")
+    merge_gap_s: float = Field(30.0, ge=0, description="Episodes of one root closer than this are one storm.")
     critical_seconds: float = Field(10.0, gt=0, description="Storms at least this long are critical.")
 
 
@@ -48,62 +70,108 @@ class Edge:
     priority: int
     start: dt.datetime
     end: dt.datetime
-    paused_fraction: float
+    paused_fraction: float | None  # None where the device reports no pause duration
+    evidence: str  # pause_duration | pause_frames | watchdog
+    watchdog: bool = False  # a PFC watchdog declared a storm or dropped packets on the queue
 
-    def overlaps(self, other: Edge) -> bool:
-        return self.start <= other.end and other.start <= self.end
+    def overlaps(self, other: Edge, slack_s: float = 0.0) -> bool:
+        slack = dt.timedelta(seconds=slack_s)
+        return self.start <= other.end + slack and other.start <= self.end + slack
 
 
-def link_speeds_bps(frames: Frames, devices: list[str]) -> dict[tuple[str, str], float]:
-    """Highest reported speed of each port of the devices (for stall judgement)."""
-    g = frames.gauges(["port_speed_bps"], devices=devices)
-    speeds = g.group_by("device", "port").agg(pl.col("value").max())
-    return {(d, p): float(v) for d, p, v in speeds.iter_rows()}
+def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
+    """Samples (device, port, priority, ts, dt_s) where the port was held paused, with the evidence."""
+    frames = ctx.frames
+
+    def held(frame: pl.DataFrame, evidence: str, fraction: pl.Expr) -> pl.DataFrame:
+        return frame.select(*KEYS, "ts", "dt_s", fraction.alias("paused_fraction"), pl.lit(evidence).alias("evidence"))
+
+    unknown = pl.lit(None, pl.Float64)
+    duration = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6)
+    pause_frames = frames.rates([PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
+    pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(frames.reporting(PAUSED_US))))
+    watchdog = frames.rates([WD_DETECTED, *WD_DROPS], min_rate=1e-9, roles=["switch"])
+    return pl.concat(
+        [
+            held(duration, "pause_duration", pl.col("rate") / 1e6),
+            held(pause_frames, "pause_frames", unknown),
+            held(watchdog, "watchdog", unknown),
+        ]
+    )
+
+
+def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:
+    """The held samples whose port transmitted (almost) nothing meanwhile, or whose watchdog acted."""
+    fabric = ctx.fabric
+    devices = sorted(set(held["device"].to_list()))
+    tx = ctx.frames.rates(["tx_bytes"], devices=devices)
+    # ports whose counters name the RDMA device count against their netdev's transmit counter
+    rows = with_ifaces(held, fabric)
+    tx = tx.with_columns(pl.col("port").alias("iface"))
+    rows = mean_over(rows, tx, ["device", "iface"], "tx_Bps", tolerance_s=0.5 * ctx.poll_s)
+    speeds = ctx.speeds.frame(devices).select("device", pl.col("port").alias("iface"), "speed_Bps")
+    rows = rows.join(speeds, on=["device", "iface"], how="left")
+    still = (
+        pl.col("tx_Bps").is_null()
+        | (pl.col("tx_Bps") <= p.stall_fraction * pl.col("speed_Bps"))
+        | (pl.col("speed_Bps").is_null() & (pl.col("evidence") == "pause_duration"))
+    )
+    return rows.filter(still | (pl.col("evidence") == "watchdog"))
 
 
 def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
     """Every stalled episode in the window, shared with the deadlock detector."""
-    frames, fabric = ctx.frames, ctx.fabric
-    paused = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6)
-    if paused.is_empty():
+    held = _held_paused(ctx, p)
+    if held.is_empty():
         return []
-    devices = sorted(set(paused["device"].to_list()))
-    peers = [fabric.peer(d, port) for d, port in paused.select("device", "port").unique().iter_rows()]
-    speed = link_speeds_bps(frames, sorted({*devices, *(pd for pd, _ in filter(None, peers))}))
-    tx = frames.rates(["tx_bytes"], devices=devices).select("ts", "device", "port", pl.col("rate").alias("tx_Bps"))
-    rows = paused.join(tx, on=["ts", "device", "port"], how="left")
-
-    def port_speed(device: str, port: str) -> float:
-        peer = fabric.peer(device, port)
-        return speed.get((device, port)) or (speed.get(peer, 0.0) if peer else 0.0)
-
-    speeds = [port_speed(d, port) for d, port in rows.select("device", "port").iter_rows()]
-    rows = rows.with_columns(pl.Series("speed_Bps", speeds, pl.Float64) / 8)
-    # unknown speed or no transmit counter: the pause duration alone decides
-    stalled = rows.filter(
-        pl.col("tx_Bps").is_null()
-        | (pl.col("speed_Bps") <= 0)
-        | (pl.col("tx_Bps") <= p.stall_fraction * pl.col("speed_Bps"))
-    )
+    stalled = _stalled(ctx, p, held)
+    if stalled.is_empty():
+        return []
     eps = episodes(
         stalled,
-        ["device", "port", "priority"],
-        gap_s=1.5 * ctx.poll_s,
-        aggregations=[(pl.col("rate").mean() / 1e6).alias("paused_fraction")],
+        KEYS,
+        gap_s=0.0,
+        gap_intervals=p.gap_intervals,
+        aggregations=[
+            pl.col("paused_fraction").mean().alias("paused_fraction"),
+            pl.col("evidence").filter(pl.col("evidence") != "watchdog").first().alias("evidence"),
+            (pl.col("evidence") == "watchdog").any().alias("watchdog"),
+            pl.col("dt_s").median().alias("interval_s"),
+        ],
     )
     out = []
-    min_span = max(p.min_seconds, 0.5 * ctx.poll_s)
-    for d, port, prio, start, end, _n, frac in eps.iter_rows():
-        if (end - start).total_seconds() < min_span:
+    for d, port, prio, start, end, _n, frac, evidence, watchdog, interval in eps.iter_rows():
+        if (end - start).total_seconds() < max(p.min_seconds, 0.5 * float(interval or ctx.poll_s)):
             continue
-        asserter = fabric.peer(d, port) or ("?", "?")
-        out.append(Edge((d, port), asserter, int(prio), start, end, float(frac)))
+        asserter = ctx.fabric.peer(d, port) or ("?", "?")
+        paused = (d, ctx.fabric.iface(d, port))
+        out.append(Edge(paused, asserter, int(prio), start, end, frac, evidence or "watchdog", bool(watchdog)))
     return out
 
 
-def _tree(root: Edge, edges: list[Edge]) -> list[Edge]:
-    """Edges reached from the root by asserter -> paused device, overlapping in time."""
-    tree, frontier, seen = [root], [root], {id(root)}
+def _busy_elsewhere(ctx: Context, p: StormParams, edge: Edge) -> bool:
+    """The asserter's pauses are explained by congestion: a NIC receiving at `busy_fraction` of its speed, or a
+    switch with another port transmitting that busily while it asserted the pause."""
+    device, port = edge.asserter
+    fabric, frames = ctx.fabric, ctx.frames
+    if device == "?":
+        return False
+    metric = "rx_bytes" if device in fabric.hosts else "tx_bytes"
+    rates = frames.rates([metric], devices=[device])
+    rates = rates.filter(pl.col("ts") > edge.start, pl.col("ts") <= edge.end + dt.timedelta(seconds=ctx.poll_s))
+    rates = with_ifaces(rates, fabric)
+    rates = rates.filter(pl.col("iface") == port) if device in fabric.hosts else rates.filter(pl.col("iface") != port)
+    if rates.is_empty():
+        return False
+    mean = rates.group_by("iface").agg((pl.col("delta").sum() / pl.col("dt_s").sum()).alias("Bps"))
+    speeds = ctx.speeds.frame([device]).select(pl.col("port").alias("iface"), "speed_Bps")
+    busy = mean.join(speeds, on="iface").filter(pl.col("Bps") >= p.busy_fraction * pl.col("speed_Bps"))
+    return not busy.is_empty()
+
+
+def _tree(roots: Sequence[Edge], edges: Sequence[Edge]) -> list[Edge]:
+    """The roots' edges and those reached from them by asserter -> paused device, overlapping in time."""
+    tree, frontier, seen = list(roots), list(roots), {id(e) for e in roots}
     while frontier:
         parent = frontier.pop()
         for e in edges:
@@ -115,47 +183,103 @@ def _tree(root: Edge, edges: list[Edge]) -> list[Edge]:
     return tree
 
 
+def _storms(roots: list[Edge], merge_gap_s: float) -> list[list[Edge]]:
+    """Root episodes grouped per (asserting device, priority), those closer than `merge_gap_s` together."""
+    groups: list[list[Edge]] = []
+    for e in sorted(roots, key=lambda e: (e.asserter[0], e.priority, e.start)):
+        last = groups[-1] if groups else None
+        if (
+            last is not None
+            and last[0].asserter[0] == e.asserter[0]
+            and last[0].priority == e.priority
+            and any(e.overlaps(o, merge_gap_s) for o in last)
+        ):
+            last.append(e)
+        else:
+            groups.append([e])
+    return groups
+
+
+def _ref(port: tuple[str, str]) -> str:
+    return f"{port[0]}:{port[1]}"
+
+
+def _watchdog(ctx: Context, storm: list[Edge], start: dt.datetime, end: dt.datetime) -> dict[str, float] | None:
+    """What a PFC watchdog did on the storm's paused ports (None when none acted)."""
+    if not any(e.watchdog for e in storm):
+        return None
+    devices = sorted({e.paused[0] for e in storm})
+    rates = ctx.frames.rates([WD_DETECTED, WD_RESTORED, *WD_DROPS], devices=devices)
+    ports = {(e.paused[0], e.paused[1], e.priority) for e in storm}
+    rows = rates.filter(pl.col("ts") > start, pl.col("ts") <= end + dt.timedelta(seconds=ctx.poll_s))
+    schema = {"device": pl.String, "port": pl.String, "priority": pl.Int8}
+    keep = pl.DataFrame(sorted(ports), schema=schema, orient="row")
+    rows = with_ifaces(rows, ctx.fabric).drop("port").rename({"iface": "port"}).join(keep, on=KEYS, how="semi")
+    total = rows.group_by("metric").agg(pl.col("delta").sum())
+    got = dict(total.iter_rows())
+    return {
+        "storms_detected": float(got.get(WD_DETECTED, 0.0)),
+        "storms_restored": float(got.get(WD_RESTORED, 0.0)),
+        "dropped_packets": float(sum(got.get(m, 0.0) for m in WD_DROPS)),
+    }
+
+
 def detect(ctx: Context, p: StormParams) -> list[Finding]:
     edges = stalled_edges(ctx, p)
+    roots = [
+        e
+        for e in edges
+        if not any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in edges)
+        and not _busy_elsewhere(ctx, p, e)
+    ]
     findings = []
-    for e in edges:
-        if any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in edges):
-            continue  # the asserter is itself stalled: spread, or a loop
-        tree = _tree(e, edges)
-        start, end = ctx.clip(e.start, e.end)
+    for storm in _storms(roots, p.merge_gap_s):
+        tree = _tree(storm, edges)
+        start, end = ctx.clip(min(e.start for e in storm), max(e.end for e in storm))
         seconds = (end - start).total_seconds()
-        root_ref, paused_ref = f"{e.asserter[0]}:{e.asserter[1]}", f"{e.paused[0]}:{e.paused[1]}"
-        spread = sorted({t.paused[0] for t in tree[1:]} - {e.asserter[0], e.paused[0]})
-        jobs = ctx.fabric.jobs_at_refs([root_ref, paused_ref], start, end)
-        hurt = ctx.fabric.jobs_at_refs([f"{t.paused[0]}:{t.paused[1]}" for t in tree], start, end)
+        root = storm[0].asserter[0]
+        root_refs = list(dict.fromkeys(_ref(e.asserter) for e in storm))
+        paused_refs = list(dict.fromkeys(_ref(e.paused) for e in storm))
+        spread = sorted({t.paused[0] for t in tree} - {root} - {e.paused[0] for e in storm})
+        fractions = [e.paused_fraction for e in storm if e.paused_fraction is not None]
+        frac = sum(fractions) / len(fractions) if fractions else None
+        jobs = ctx.fabric.jobs_at_refs([*root_refs, *paused_refs], start, end)
+        hurt = ctx.fabric.jobs_at_refs([_ref(t.paused) for t in tree], start, end)
+        watchdog = _watchdog(ctx, tree, start, end)
+        held = f"{frac:.0%} of the time " if frac is not None else ""
         findings.append(
             Finding(
                 kind="pfc_storm",
                 severity="critical" if seconds >= p.critical_seconds or spread else "warning",
                 start=start,
                 end=end,
-                devices=(e.asserter[0], e.paused[0], *spread),
-                ports=(root_ref, paused_ref),
-                priority=e.priority,
-                score=seconds * e.paused_fraction * (1 + len(tree) - 1),
+                devices=tuple(dict.fromkeys([root, *(e.paused[0] for e in storm), *spread])),
+                ports=tuple(dict.fromkeys([*root_refs, *paused_refs])),
+                priority=storm[0].priority,
+                score=seconds * (frac or 1.0) * len(tree),
                 summary=(
-                    f"PFC storm: {root_ref} held {paused_ref} paused on priority {e.priority} "
-                    f"{e.paused_fraction:.0%} of the time for {seconds:.0f} s"
+                    f"PFC storm: {', '.join(root_refs)} held {', '.join(paused_refs)} paused on priority "
+                    f"{storm[0].priority} {held}for {seconds:.0f} s"
                     + (f"; the pause spread to {len(spread)} more device(s)" if spread else "")
+                    + ("; mitigated by the PFC watchdog" if watchdog else "")
                 ),
                 evidence={
-                    "root": root_ref,
-                    "paused_fraction": e.paused_fraction,
+                    "root": root,
+                    "root_ports": root_refs,
+                    "paused_fraction": frac,
+                    "pause_evidence": sorted({e.evidence for e in storm}),
                     "tree": [
                         {
-                            "asserter": f"{t.asserter[0]}:{t.asserter[1]}",
-                            "paused": f"{t.paused[0]}:{t.paused[1]}",
+                            "asserter": _ref(t.asserter),
+                            "paused": _ref(t.paused),
                             "start": t.start,
                             "end": t.end,
                             "paused_fraction": t.paused_fraction,
                         }
                         for t in tree
                     ],
+                    "watchdog": watchdog,
+                    "speed_sources": ctx.speeds.sources([e.paused for e in storm]),
                     "jobs_paused_by_spread": sorted(set(hurt) - set(jobs)),
                 },
                 job_ids=tuple(jobs),
@@ -164,4 +288,4 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("pfc_storm", "1", ("pfc_storm",), StormParams, detect)
+DETECTOR = Detector("pfc_storm", "2", ("pfc_storm",), StormParams, detect)

@@ -63,7 +63,6 @@ import polars as pl
 from pydantic import Field
 
 from rocescope.analysis.detectors.base import Context, Detector, Params
-from rocescope.analysis.detectors.pfc_storm import link_speeds_bps
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
@@ -386,7 +385,7 @@ def detect(ctx: Context, p: PolarizationParams) -> list[Finding]:
             if (fabric.peer(s, port) or ("", ""))[0] in fabric.leaves
         ]
         jobs = fabric.jobs_at_refs(spine_ports, start, end)
-        speeds = link_speeds_bps(ctx.frames, spines)
+        speeds = {(d, port): Bps * 8 for d, port, Bps, _ in ctx.speeds.frame(spines).iter_rows()}
         rates = (
             data.filter(
                 pl.concat_str("device", pl.lit(":"), "port").is_in(hot) & (pl.col("t") > start) & (pl.col("t") <= end)

@@ -184,6 +184,7 @@ PLOTS: dict[str, list[tuple[str, str, PlotMaker]]] = {
     "incast": [("fan_in", "incast fan-in", _fan_in)],
     "microburst": [("fan_in", "senders behind the burst", _fan_in)],
     "polarization": [("uplinks", "uplink imbalance", _uplinks)],
+    "ecmp_imbalance": [("uplinks", "uplink imbalance", _uplinks)],
 }
 
 

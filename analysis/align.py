@@ -1,0 +1,133 @@
+"""Putting series from different devices, metric groups and collectors side by side, whatever their clocks.
+
+Real gear stamps each notification with the device's own clock, path by path, and polls metric groups at
+their own cadence (SONiC: ports 1 s, queues 10 s, watermarks 60 s), so two series never share a timestamp.
+No detector joins on an exact timestamp; they go through these:
+
+* every sample covers an interval: a counter's rate sample at `ts` covers (ts - dt_s, ts]; a gauge sample
+  (a watermark is the peak since the previous read) covers the time since its series' previous sample
+  (`with_intervals`);
+* `mean_over` gives each row of a frame the mean rate of another series over that row's own interval,
+  from the other series' cumulative counts (so a 60 s watermark reading gets the mean of sixty 1 s port
+  samples, and a 1 s sample the share of a 10 s queue sample it falls in);
+* `peak_over` gives each row the highest rate the other series reached inside the row's interval;
+* `covering` gives each row the values of the other series' sample whose interval holds the row's time,
+  within a tolerance (about one interval: clocks of different devices differ by up to a second).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import polars as pl
+
+__all__ = ["covering", "mean_over", "peak_over", "with_intervals"]
+
+
+def _us(seconds: pl.Expr) -> pl.Expr:
+    return pl.duration(microseconds=(seconds * 1e6).round().cast(pl.Int64))
+
+
+def with_intervals(frame: pl.DataFrame, keys: Sequence[str], default_s: float) -> pl.DataFrame:
+    """`dt_s` for gauge samples: the time since the series' previous sample; a series' first sample gets the
+    series' median gap (`default_s` when it has a single sample)."""
+    if frame.is_empty():
+        return frame.with_columns(pl.lit(None, pl.Float64).alias("dt_s"))
+    gap = pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6
+    out = frame.sort([*keys, "ts"]).with_columns(gap.alias("dt_s"))
+    return out.with_columns(
+        pl.col("dt_s").fill_null(pl.col("dt_s").median().over(keys)).fill_null(default_s).clip(lower_bound=1e-3)
+    )
+
+
+def mean_over(
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], name: str, tolerance_s: float = 0.0
+) -> pl.DataFrame:
+    """`frame` with column `name`: the mean rate of `source` (a rates frame: `by`, ts, delta, dt_s) over each
+    row's interval (ts - dt_s, ts], shifted late by `tolerance_s` (a sample stamped just after the interval
+    by another clock still counts). Null where `source` has no sample in or after the interval."""
+    by = list(by)
+    if frame.is_empty():
+        return frame.with_columns(pl.lit(None, pl.Float64).alias(name))
+    src = (
+        source.select(*by, "ts", "delta", "dt_s")
+        .sort([*by, "ts"])
+        .with_columns(
+            pl.col("delta").cum_sum().over(by).alias("_cum"),
+            pl.col("dt_s").cum_sum().over(by).alias("_cum_s"),
+        )
+    )
+    shift = _us(pl.lit(tolerance_s))
+    when = source.schema["ts"]
+    rows = frame.with_row_index("_row").with_columns(
+        (pl.col("ts") + shift).cast(when).alias("_hi"),
+        (pl.col("ts") - _us(pl.col("dt_s")) + shift).cast(when).alias("_lo"),
+    )
+    keys = src.select(*by, "ts", "_cum", "_cum_s")
+
+    def at(column: str, suffix: str) -> pl.DataFrame:
+        part = rows.select("_row", *by, column).sort(column)
+        return part.join_asof(
+            keys.sort("ts"), left_on=column, right_on="ts", by=by, strategy="backward", check_sortedness=False
+        ).select("_row", pl.col("_cum").alias(f"_c{suffix}"), pl.col("_cum_s").alias(f"_s{suffix}"))
+
+    hi, lo = at("_hi", "hi"), at("_lo", "lo")
+    joined = rows.join(hi, on="_row").join(lo, on="_row")
+    delta = pl.col("_chi") - pl.col("_clo").fill_null(0.0)
+    seconds = pl.col("_shi") - pl.col("_slo").fill_null(0.0)
+    rate = pl.when(seconds > 0).then(delta / seconds)
+    return joined.with_columns(rate.alias(name)).sort("_row").drop("_row", "_hi", "_lo", "_chi", "_clo", "_shi", "_slo")
+
+
+def peak_over(
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], name: str, tolerance_s: float = 0.0
+) -> pl.DataFrame:
+    """`frame` with column `name`: the highest `rate` of `source` among its samples that end inside each row's
+    interval (widened late by `tolerance_s`); null where none does. Frames here are small (a detector's
+    candidate rows and the few ports they name), so this is a plain range join."""
+    by = list(by)
+    if frame.is_empty():
+        return frame.with_columns(pl.lit(None, pl.Float64).alias(name))
+    rows = frame.with_row_index("_row")
+    when = source.schema["ts"]
+    bounds = rows.select(
+        "_row",
+        *by,
+        (pl.col("ts") - _us(pl.col("dt_s"))).cast(when).alias("_lo"),
+        (pl.col("ts") + _us(pl.lit(tolerance_s))).cast(when).alias("_hi"),
+    )
+    hits = (
+        bounds.join(source.select(*by, pl.col("ts").alias("_t"), pl.col("rate").alias("_r")), on=by)
+        .filter(pl.col("_t") > pl.col("_lo"), pl.col("_t") <= pl.col("_hi"))
+        .group_by("_row")
+        .agg(pl.col("_r").max().alias(name))
+    )
+    return rows.join(hits, on="_row", how="left").sort("_row").drop("_row")
+
+
+def covering(
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], columns: Sequence[str], tolerance_s: float
+) -> pl.DataFrame:
+    """`frame` with `columns` of the `source` sample whose interval (ts - dt_s, ts] holds each row's time:
+    the first source sample at or after it, kept when it began before the row's time (+ `tolerance_s`)."""
+    by = list(by)
+    if frame.is_empty():
+        return frame.with_columns(*(pl.lit(None).alias(c) for c in columns))
+    src = source.select(*by, pl.col("ts").alias("_t"), pl.col("dt_s").alias("_d"), *columns).sort("_t")
+    rows = frame.with_row_index("_row")
+    hit = (
+        rows.select("_row", *by, pl.col("ts").cast(source.schema["ts"]))
+        .sort("ts")
+        .join_asof(
+            src,
+            left_on="ts",
+            right_on="_t",
+            by=by,
+            strategy="forward",
+            tolerance=None,
+            check_sortedness=False,
+        )
+        .filter(pl.col("_t") - _us(pl.col("_d")) <= pl.col("ts") + _us(pl.lit(tolerance_s)))
+        .select("_row", *columns)
+    )
+    return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")

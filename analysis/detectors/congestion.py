@@ -1,0 +1,290 @@
+"""What the incast and microburst detectors share: congestion at a receiver-facing port, and who feeds it.
+
+Physics (DCQCN, Zhu et al., SIGCOMM 2015: ECN marks at the congested egress queue, CNPs sent by the
+receiver NIC, rate cuts at every sender NIC; Guo et al., "RDMA over Commodity Ethernet at Scale",
+SIGCOMM 2016, and Li et al., HPCC, SIGCOMM 2019, on incast as the N-to-1 pattern behind PFC pause
+propagation; queue and PG watermarks read as SONiC `watermarkstat` reports them, the peak occupancy since
+the last read):
+
+* the congestion point of many-to-one traffic is the *receiver-facing* port, the leaf downlink whose far
+  end is the receiver NIC: every sender's traffic leaves through it. Only downlinks are judged here (uplink
+  and spine queues are the ECMP and polarization detectors' domain);
+* congestion evidence on a downlink comes at each signal's own cadence: queue watermarks (often every
+  60 s, one peak per read), ECN-marked packets of the queue (often every 10 s), the receiver NIC's CNPs
+  sent (every second); each sample covers its own interval, so they are laid over the port's transmit
+  samples by time, never joined on a timestamp (`align`);
+* the port's utilization is its transmit rate over its speed (reported, or inferred: `speeds.py`);
+* senders: NICs handling CNPs (reaction points cut by the receiver's notifications), NICs their leaf held
+  back with PFC pauses (one whose NIC ignores or drops CNPs shows only that; paused most of the time is
+  still sending), and NICs the sampled packets show sending to the receiver; kept when they share a job
+  with the receiver NIC (an RDMA connection joins two ranks of one job), when the packets show the flow,
+  or when the receiver runs no job (a storage or checkpoint server).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass
+
+import polars as pl
+from pydantic import Field
+
+from rocescope.analysis.align import covering, with_intervals
+from rocescope.analysis.detectors.base import Context, Params
+from rocescope.analysis.fabric import with_ifaces
+
+QUEUE_WM = "queue_watermark_bytes"
+QUEUE_NOW = "queue_occupancy_bytes"
+QUEUE_ECN = "queue_ecn_marked_packets"
+RX_PAUSED_US = "pfc_rx_pause_duration_us"
+TX_PAUSED_US = "pfc_tx_pause_duration_us"
+TX_PAUSE_FRAMES = "pfc_tx_pause"
+RX_PAUSE_FRAMES = "pfc_rx_pause"
+KEYS = ["device", "port", "priority"]
+
+
+class FanInParams(Params):
+    """Thresholds shared by the incast and microburst detectors."""
+
+    min_watermark_bytes: float = Field(
+        1e6, gt=0, description="Queue watermark that counts as congested (above a 400G ECN Kmin of a few 100 KB)."
+    )
+    min_ecn_rate: float = Field(1000.0, gt=0, description="ECN-marked packets/s on the queue that count as marking.")
+    min_cnp_rate: float = Field(10.0, gt=0, description="CNPs handled/s that make a NIC a throttled sender.")
+    min_cnp_sent_rate: float = Field(
+        100.0, gt=0, description="CNPs/s a receiver NIC sends that show its leaf port's queue marking."
+    )
+    min_pause_frames_per_s: float = Field(
+        10.0, gt=0, description="Pause frames/s a leaf sends towards a NIC that hold it back (no pause duration)."
+    )
+    min_senders: int = Field(2, ge=0, description="Sender NICs needed (the N of N-to-1).")
+    lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that run PFC and ECN (RoCE).")
+
+
+def downlink_evidence(ctx: Context, p: FanInParams) -> pl.DataFrame:
+    """Congestion evidence samples at receiver-facing ports: (device, port, priority, ts, dt_s, kind, value),
+    kind `watermark` (bytes), `ecn` (marks/s) or `cnp` (the receiver NIC's CNPs sent/s); each covers its own
+    interval (ts - dt_s, ts]."""
+    frames, fabric = ctx.frames, ctx.fabric
+    cols = [*KEYS, "ts", "dt_s", "kind", "value"]
+    wm = frames.gauges([QUEUE_WM], min_value=p.min_watermark_bytes, roles=["switch"])
+    parts: list[pl.DataFrame] = []
+    if not wm.is_empty():
+        every = frames.gauges([QUEUE_WM], roles=["switch"], devices=sorted(set(wm["device"].to_list())))
+        timed = with_intervals(every, KEYS, ctx.poll_s).join(wm.select("ts", *KEYS), on=["ts", *KEYS], how="semi")
+        parts.append(timed.select(*KEYS, "ts", "dt_s", pl.lit("watermark").alias("kind"), "value"))
+    ecn = frames.rates([QUEUE_ECN], min_rate=p.min_ecn_rate, roles=["switch"])
+    parts.append(ecn.select(*KEYS, "ts", "dt_s", pl.lit("ecn").alias("kind"), pl.col("rate").alias("value")))
+    sent = frames.rates(["cnp_sent"], min_rate=p.min_cnp_sent_rate, roles=["nic"])
+    if not sent.is_empty():
+        rows = []
+        prio = p.lossless_priorities[0] if p.lossless_priorities else -1
+        for host, port, ts, dt_s, rate in sent.select("device", "port", "ts", "dt_s", "rate").iter_rows():
+            leaf = fabric.peer(host, port)
+            if leaf is not None:
+                rows.append((leaf[0], leaf[1], prio, ts, dt_s, "cnp", rate))
+        if rows:
+            types: list[pl.DataType] = [pl.String(), pl.String(), pl.Int8(), sent.schema["ts"], pl.Float64(),
+                                        pl.String(), pl.Float64()]  # fmt: skip
+            parts.append(pl.DataFrame(rows, schema=dict(zip(cols, types, strict=True)), orient="row"))
+    parts = [x.with_columns(pl.col("priority").cast(pl.Int8)) for x in parts if not x.is_empty()]
+    if not parts:
+        return pl.DataFrame()
+    out = pl.concat(parts, how="vertical_relaxed")
+    down = [
+        (d, port)
+        for d, port in out.select("device", "port").unique().iter_rows()
+        if fabric.port_kind(d, port) == "downlink"
+    ]
+    if not down:
+        return pl.DataFrame()
+    keep = pl.DataFrame(down, schema={"device": pl.String, "port": pl.String}, orient="row")
+    return out.join(keep, on=["device", "port"], how="semi").select(cols)
+
+
+def port_utilization(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:
+    """Per transmit sample of the (device, port) pairs: ts, dt_s, tx_Bps, speed_Bps, speed_source,
+    utilization (null where no speed is known or inferable)."""
+    devices = sorted(set(ports["device"].to_list()))
+    tx = ctx.frames.rates(["tx_bytes"], devices=devices, roles=["switch"])
+    tx = tx.join(ports.select("device", "port").unique(), on=["device", "port"], how="semi")
+    speeds = ctx.speeds.frame(devices)
+    return (
+        tx.select("ts", "device", "port", "dt_s", "delta", "rate", pl.col("rate").alias("tx_Bps"))
+        .join(speeds, on=["device", "port"], how="left")
+        .with_columns(
+            pl.when(pl.col("speed_Bps") > 0).then(pl.col("tx_Bps") / pl.col("speed_Bps")).alias("utilization")
+        )
+    )
+
+
+def congested_samples(ctx: Context, evidence: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:
+    """The transmit samples of each evidenced port that some congestion evidence covers (any priority's),
+    with the evidence's priority and strongest values; tolerance: half an evidence interval (other clocks)."""
+    out = []
+    for kind in ("watermark", "ecn", "cnp"):
+        ev = evidence.filter(pl.col("kind") == kind)
+        if ev.is_empty():
+            continue
+        ev = ev.group_by("device", "port", "ts").agg(
+            pl.col("dt_s").max(), pl.col("value").max(), pl.col("priority").min()
+        )
+        median = ev["dt_s"].median()
+        tol = 0.5 * (float(median) if isinstance(median, int | float) else ctx.poll_s)
+        hit = covering(util, ev.rename({"value": kind, "priority": f"{kind}_priority"}), ["device", "port"],
+                       [kind, f"{kind}_priority"], tol)  # fmt: skip
+        out.append(hit.filter(pl.col(kind).is_not_null()).select("ts", "device", "port", kind, f"{kind}_priority"))
+    if not out:
+        return util.clear()
+    joined = util
+    for part in out:
+        joined = joined.join(part, on=["ts", "device", "port"], how="left")
+    kinds = [c for c in ("watermark", "ecn", "cnp") if c in joined.columns]
+    prio = pl.coalesce([pl.col(f"{k}_priority") for k in kinds]).alias("priority")
+    return joined.filter(pl.any_horizontal(pl.col(k).is_not_null() for k in kinds)).with_columns(prio)
+
+
+@dataclass(frozen=True)
+class Sender:
+    host: str
+    netdev: str
+    ref: str  # the leaf port facing the sender NIC, or the NIC itself when its leaf is unknown
+    cnp_rate: float
+    paused_us_per_s: float
+    pause_frames_per_s: float = 0.0
+    sampled_packets: int = 0
+
+
+@dataclass(frozen=True)
+class FanIn:
+    """The receiver of one congested downlink queue and the NICs sending to it."""
+
+    receiver: tuple[str, str]
+    leaf_ref: str
+    senders: tuple[Sender, ...]
+    cnp_sent_rate: float
+    pausing: tuple[str, ...]  # switch ports that sent PFC pauses on the priority meanwhile
+    job_ids: tuple[str, ...]
+    sources: tuple[str, ...]  # where the senders were found: cnp, pfc, packets
+
+    @property
+    def devices(self) -> tuple[str, ...]:
+        leaf = self.leaf_ref.partition(":")[0]
+        return tuple(dict.fromkeys([self.receiver[0], leaf, *(s.host for s in self.senders)]))
+
+    @property
+    def ports(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys([self.leaf_ref, f"{self.receiver[0]}:{self.receiver[1]}", *self.refs]))
+
+    @property
+    def refs(self) -> list[str]:
+        return [s.ref for s in self.senders]
+
+    def evidence(self) -> dict[str, object]:
+        return {
+            "receiver": f"{self.receiver[0]}:{self.receiver[1]}",
+            "fan_in": len(self.senders),
+            "senders": [
+                {
+                    "nic": f"{s.host}:{s.netdev}",
+                    "port": s.ref,
+                    "cnp_handled_per_s": s.cnp_rate,
+                    "paused_us_per_s": s.paused_us_per_s,
+                    "pause_frames_per_s": s.pause_frames_per_s,
+                    "sampled_packets": s.sampled_packets,
+                }
+                for s in self.senders
+            ],
+            "receiver_cnp_sent_per_s": self.cnp_sent_rate,
+            "pausing_ports": list(self.pausing),
+            "sender_sources": list(self.sources),
+        }
+
+
+def _between(frame: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Samples whose interval lies in [start, end] (a sample at ts covers the interval ending at ts)."""
+    return frame.filter(pl.col("ts") > start, pl.col("ts") <= end)
+
+
+def _per_nic(ctx: Context, frame: pl.DataFrame, seconds: float) -> dict[tuple[str, str], float]:
+    """Sum of deltas per NIC interface over the span, per second."""
+    if frame.is_empty():
+        return {}
+    rows = with_ifaces(frame, ctx.fabric).group_by("device", "iface").agg(pl.col("delta").sum() / seconds)
+    return {(d, i): float(v) for d, i, v in rows.iter_rows()}
+
+
+def _flows_to(
+    ctx: Context, receiver: tuple[str, str], start: dt.datetime, end: dt.datetime
+) -> dict[tuple[str, str], int]:
+    """Sampled packets to the receiver NIC's address per sending NIC (empty where no packets are captured)."""
+    ep = ctx.frames.endpoints()
+    ips = {ip: (h, n) for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if ip}
+    mine = {ip for ip, nic in ips.items() if nic == receiver}
+    if not mine:
+        return {}
+    flows = ctx.frames.flow_samples(start, end).filter(pl.col("dst_ip").is_in(sorted(mine)))
+    out: dict[tuple[str, str], int] = {}
+    for src, packets in flows.group_by("src_ip").agg(pl.col("packets").sum()).iter_rows():
+        nic = ips.get(src)
+        if nic is not None:
+            out[nic] = out.get(nic, 0) + int(packets)
+    return out
+
+
+def fan_in(
+    ctx: Context, device: str, port: str, priority: int, start: dt.datetime, end: dt.datetime, p: FanInParams
+) -> FanIn | None:
+    """The receiver behind a downlink and the NICs sending to it during [start, end]."""
+    frames, fabric = ctx.frames, ctx.fabric
+    receiver = fabric.nic_behind(device, port)
+    if receiver is None:
+        return None
+    seconds = max((end - start).total_seconds(), ctx.poll_s)
+    handled = _per_nic(
+        ctx, _between(frames.rates(["cnp_handled"], min_rate=p.min_cnp_rate, roles=["nic"]), start, end), seconds
+    )
+    found: dict[tuple[str, str], list[float]] = {nic: [rate, 0.0, 0.0] for nic, rate in handled.items()}
+    sources = {"cnp"} if handled else set()
+    # pauses a leaf sent toward the NICs under it on the priority (duration, or frames where no duration)
+    pausing = []
+    for metric, slot in ((TX_PAUSED_US, 1), (TX_PAUSE_FRAMES, 2)):
+        floor = 1.0 if metric == TX_PAUSED_US else p.min_pause_frames_per_s
+        sent = _between(frames.rates([metric], min_rate=floor, roles=["switch"]), start, end)
+        sent = sent.filter(pl.col("priority") == priority)
+        by_port = sent.group_by("device", "port").agg((pl.col("delta").sum() / seconds).alias("per_s"))
+        for d, sw_port, per_s in by_port.sort("per_s", descending=True).iter_rows():
+            pausing.append(f"{d}:{sw_port}")
+            nic = fabric.nic_behind(d, sw_port)
+            if nic is not None:
+                found.setdefault(nic, [0.0, 0.0, 0.0])[slot] = float(per_s)
+                sources.add("pfc")
+    packets = _flows_to(ctx, receiver, start, end)
+    if packets:
+        sources.add("packets")
+    host_jobs = fabric.jobs_on_nic(*receiver, start, end)
+    senders = []
+    for nic in sorted(set(found) | set(packets)):
+        host, netdev = nic
+        if host == receiver[0]:
+            continue
+        seen = packets.get(nic, 0)
+        if not seen and host_jobs and not host_jobs & fabric.jobs_on_nic(host, netdev, start, end):
+            continue  # no job or flow joins it to the receiver: congested for another reason
+        rate, us, frames_per_s = found.get(nic, [0.0, 0.0, 0.0])
+        leaf_port = fabric.peer(host, netdev)
+        ref = f"{leaf_port[0]}:{leaf_port[1]}" if leaf_port else f"{host}:{netdev}"
+        senders.append(Sender(host, netdev, ref, rate, us, frames_per_s, seen))
+    sent = with_ifaces(_between(frames.rates(["cnp_sent"], min_rate=1.0, roles=["nic"]), start, end), fabric)
+    sent = sent.filter(pl.col("device") == receiver[0], pl.col("iface") == receiver[1])
+    leaf_ref = f"{device}:{port}"
+    refs = [leaf_ref, f"{receiver[0]}:{receiver[1]}", *(s.ref for s in senders)]
+    return FanIn(
+        receiver=receiver,
+        leaf_ref=leaf_ref,
+        senders=tuple(senders),
+        cnp_sent_rate=float(sent["delta"].sum()) / seconds,
+        pausing=tuple(dict.fromkeys(pausing)),
+        job_ids=tuple(fabric.jobs_at_refs(refs, start, end)),
+        sources=tuple(sorted(sources)),
+    )
