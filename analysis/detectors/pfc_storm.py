@@ -46,6 +46,10 @@ WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
 KEYS = ["device", "port", "priority"]
 
 
+def _seconds(value: pl.Expr) -> pl.Expr:
+    return pl.duration(microseconds=(value * 1e6).round().cast(pl.Int64))
+
+
 class StormParams(Params):
     min_paused_fraction: float = Field(0.8, gt=0, le=1, description="Share of an interval a port must be paused.")
     min_pause_frames_per_s: float = Field(
@@ -136,11 +140,16 @@ def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
             pl.col("paused_fraction").mean().alias("paused_fraction"),
             pl.col("evidence").filter(pl.col("evidence") != "watchdog").first().alias("evidence"),
             (pl.col("evidence") == "watchdog").any().alias("watchdog"),
-            pl.col("dt_s").median().alias("interval_s"),
+            pl.col("dt_s").filter(pl.col("evidence") != "watchdog").median().alias("interval_s"),
+            # the pause counters time it; a watchdog's queue counters (often 10 s) only confirm it
+            (pl.col("ts") - _seconds(pl.col("dt_s"))).filter(pl.col("evidence") != "watchdog").min().alias("first"),
+            pl.col("ts").filter(pl.col("evidence") != "watchdog").max().alias("last"),
         ],
     )
     out = []
-    for d, port, prio, start, end, _n, frac, evidence, watchdog, interval in eps.iter_rows():
+    for d, port, prio, start, end, _n, frac, evidence, watchdog, interval, first, last in eps.iter_rows():
+        if first is not None:
+            start, end = first, last
         if (end - start).total_seconds() < max(p.min_seconds, 0.5 * float(interval or ctx.poll_s)):
             continue
         asserter = ctx.fabric.peer(d, port) or ("?", "?")

@@ -1,0 +1,65 @@
+"""The fabric from whatever LLDP there is: either side, vendor spellings, SONiC aliases, tiers from the graph."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+
+from rocescope.analysis.fabric import Fabric, canonical_port, netdev_of
+from rocescope.analysis.frames import ENDPOINTS_SCHEMA, LINKS_SCHEMA, PORTS_SCHEMA, ROLES_SCHEMA
+
+T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+
+def build(links: list[tuple[str, str, str, str]], roles: dict[str, str], ports: dict[str, list[str]]) -> Fabric:
+    return Fabric.build(
+        pl.DataFrame(links, schema=LINKS_SCHEMA, orient="row"),
+        pl.DataFrame(schema=ENDPOINTS_SCHEMA),
+        pl.DataFrame(list(roles.items()), schema=ROLES_SCHEMA, orient="row"),
+        pl.DataFrame([(d, p) for d, ps in ports.items() for p in ps], schema=PORTS_SCHEMA, orient="row"),
+    )
+
+
+@pytest.mark.parametrize(
+    ("a", "b"),
+    [("Ethernet1/1", "ethernet-1/1"), ("Et1/1", "Ethernet1/1"), ("SWP1S0", "swp1s0"), ("Ethernet0", "ethernet0")],
+)
+def test_vendor_spellings_compare_equal(a: str, b: str) -> None:
+    assert canonical_port(a) == canonical_port(b)
+
+
+def test_rdma_ports_map_to_their_device_and_switch_ports_keep_their_slash() -> None:
+    assert netdev_of("mlx5_3/1") == "mlx5_3" and netdev_of("bnxt_re0/1") == "bnxt_re0"
+    assert netdev_of("Ethernet1/1") == "Ethernet1/1" and netdev_of("ethernet-1/3/1") == "ethernet-1/3/1"
+
+
+def test_host_side_lldp_alone_with_sonic_aliases_makes_leaves_and_downlinks() -> None:
+    # lldpd on the hosts; the SONiC leaf advertises its aliases (etp1 is its first port, Ethernet0)
+    links = [
+        ("gpu-1", "eth0", "leaf-a", "etp1"),
+        ("gpu-2", "eth0", "leaf-a", "etp2"),
+        ("gpu-3", "eth0", "leaf-b", "etp1"),
+    ]
+    roles = {"gpu-1": "nic", "gpu-2": "nic", "gpu-3": "nic", "leaf-a": "switch", "leaf-b": "switch", "spine": "switch"}
+    ports = {
+        "leaf-a": ["Ethernet0", "Ethernet8", "Ethernet4", "Ethernet256", "Ethernet264"],
+        "leaf-b": ["Ethernet0", "Ethernet256"],
+        "spine": ["Ethernet0", "Ethernet4"],
+    }
+    fab = build(links, roles, ports)
+    assert fab.leaves == {"leaf-a", "leaf-b"} and fab.spines == {"spine"} and {"gpu-1", "gpu-3"} <= fab.hosts
+    assert fab.peer("leaf-a", "Ethernet0") == ("gpu-1", "eth0")  # etp1 -> the first port in port order
+    assert fab.peer("leaf-a", "Ethernet4") == ("gpu-2", "eth0")
+    assert fab.port_kind("leaf-a", "Ethernet4") == "downlink"
+    assert fab.uplinks("leaf-a") == ["Ethernet8", "Ethernet256", "Ethernet264"]  # the ports facing no host
+    assert fab.nic_behind("leaf-b", "Ethernet0") == ("gpu-3", "eth0")
+
+
+def test_switch_side_lldp_with_another_spelling_than_the_counters() -> None:
+    links = [("leaf", "ethernet-1/1", "gpu-1", "eth0"), ("leaf", "Et1/2", "spine", "ethernet-1/9")]
+    fab = build(links, {"gpu-1": "nic", "leaf": "switch", "spine": "switch"}, {"leaf": ["Ethernet1/1", "Ethernet1/2"]})
+    assert fab.port_kind("leaf", "Ethernet1/1") == "downlink" and fab.port_kind("leaf", "Ethernet1/2") == "uplink"
+    assert fab.peer("gpu-1", "eth0") == ("leaf", "Ethernet1/1")  # known from the switch side only
+    assert fab.peer("gpu-1", "mlx5_0/1") is None  # no placement names the RDMA device's netdev

@@ -1,0 +1,245 @@
+"""The detectors fed telemetry shaped like real gear, directly: skewed device clocks, SONiC's cadences (ports
+1 s, queues 10 s, watermarks 60 s), Arista slash port names, LLDP from the hosts only, no port speed
+anywhere, no pause duration (Broadcom), PFC watchdog counters. Every case checks one finding per incident,
+the right kind and the right port, and no finding of the kinds that look alike."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+from telemetry import Clock, Telemetry, steps
+
+from rocescope.analysis.findings import Finding
+from rocescope.analysis.run import analyze
+from rocescope.pipeline.store import Store
+
+GB = 1e9
+LINE = 50 * GB  # 400G in bytes/s; never reported as a speed here
+HOSTS = [f"gpu-{i:02d}" for i in range(1, 10)]
+PORTS = {h: f"Ethernet1/{i}" for i, h in enumerate(HOSTS, start=1)}  # Arista names
+UPLINKS = ["Ethernet2/1", "Ethernet2/2"]
+PORT_CLOCK = Clock(1.0, 0.31)  # the leaf's interface counters
+QUEUE_CLOCK = Clock(10.0, 0.37)  # queue counters (SONiC counterpoll queue: 10 s)
+WM_CLOCK = Clock(60.0, 0.42)  # queue watermarks (60 s, peak since the last read)
+
+
+def nic_clock(i: int) -> Clock:
+    return Clock(1.0, (0.13 * i) % 1.0, skew=((-1) ** i) * 0.05 * i)  # own phase, up to 0.45 s skew
+
+
+def fabric(t: Telemetry, busy: float = 0.3 * LINE) -> None:
+    """One leaf, nine hosts (lldpd on the hosts only), two uplinks; every port moving `busy` bytes/s."""
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=busy), nic_clock(i))
+        t.counter(host, "nic", "eth0", "rx_bytes", steps(base=busy), nic_clock(i))
+    for port in UPLINKS:
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(base=busy), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=busy), PORT_CLOCK)
+
+
+def found(store: Store, t: Telemetry, kind: str | None = None) -> list[Finding]:
+    result = analyze(store, t.window, write=False)
+    assert not result.failed, result.failed
+    return [f for f in result.findings if kind is None or f.kind == kind]
+
+
+def test_incast_at_sonic_cadences_with_skewed_clocks_slash_names_and_no_speed(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    fabric(t)
+    receiver, senders = "gpu-09", HOSTS[:8]
+    on = (60.0, 150.0)
+    for host in HOSTS:
+        port, i = PORTS[host], HOSTS.index(host) + 1
+        tx = steps((*on, 0.98 * LINE), base=0.3 * LINE) if host == receiver else steps(base=0.3 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", tx, PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+        if host in senders:  # DCQCN cuts them; PFC holds them back most of the time
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, 400.0)), nic_clock(i))
+            t.counter("leaf1", "switch", port, "pfc_tx_pause", steps((*on, 300.0)), PORT_CLOCK, priority=3)
+            t.counter(host, "nic", "eth0", "pfc_rx_pause", steps((*on, 300.0)), nic_clock(i), priority=3)
+    t.counter(receiver, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 3200.0)), nic_clock(9))
+    t.counter("leaf1", "switch", PORTS[receiver], "queue_ecn_marked_packets", steps((*on, 2e5)), QUEUE_CLOCK, 3)
+    t.gauge("leaf1", "switch", PORTS[receiver], "queue_watermark_bytes", steps((*on, 9e6), base=4e4), WM_CLOCK, 3)
+    t.land(store)
+
+    (incast,) = found(store, t, "incast")
+    assert incast.ports[:2] == ("leaf1:Ethernet1/9", "gpu-09:eth0")
+    assert {f"leaf1:{PORTS[h]}" for h in senders} <= set(incast.ports)
+    assert incast.evidence["speed_source"] == "inferred" and incast.evidence["utilization"] > 0.9
+    assert abs((incast.start - t.window.start).total_seconds() - on[0]) <= 2
+    assert abs((incast.end - t.window.start).total_seconds() - on[1]) <= 2
+    assert incast.job_ids == ("team-a/train",)
+    assert not found(store, t, "microburst") and not found(store, t, "pfc_storm")
+
+
+def test_broadcom_storm_without_pause_duration_mitigated_by_the_watchdog_is_one_storm(
+    store: Store, now: dt.datetime
+) -> None:
+    t = Telemetry(now, 240)
+    fabric(t)
+    stuck, on = "gpu-03", (60.0, 150.0)
+    flicker = (100.0, 101.5)  # the pause frames dip below the floor for a read: still one storm
+    for host in HOSTS:
+        port = PORTS[host]
+        if host == stuck:
+            t.counter("leaf1", "switch", port, "tx_bytes", steps((*on, 0.0), base=0.3 * LINE), PORT_CLOCK)
+            pauses = steps((*flicker, 20.0), (*on, 20000.0))
+            t.counter("leaf1", "switch", port, "pfc_rx_pause", pauses, PORT_CLOCK, priority=3)
+            wd = QUEUE_CLOCK
+            t.counter("leaf1", "switch", port, "pfcwd_storm_detected", steps((60.2, 60.3, 10.0)), wd, 3)
+            t.counter("leaf1", "switch", port, "pfcwd_storm_restored", steps((150.2, 150.3, 10.0)), wd, 3)
+            t.counter("leaf1", "switch", port, "pfcwd_tx_dropped_packets", steps((*on, 3e4)), wd, 3)
+            t.counter("leaf1", "switch", port, "queue_dropped_packets", steps((*on, 3e4)), wd, 3)
+        else:
+            t.counter("leaf1", "switch", port, "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+    t.land(store)
+
+    (storm,) = found(store, t, "pfc_storm")
+    assert storm.evidence["root"] == stuck and "leaf1:Ethernet1/3" in storm.ports
+    assert storm.evidence["pause_evidence"] == ["pause_frames"]
+    assert storm.evidence["watchdog"]["dropped_packets"] > 0
+    assert "mitigated" in storm.summary
+    assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 2
+    assert not found(store, t, "pfc_misconfig") and not found(store, t, "incast")
+
+
+def test_a_32_to_1_incast_whose_senders_are_paused_is_one_incast_not_32_storms(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 200)
+    hosts = [f"gpu-{i:02d}" for i in range(1, 34)]
+    ports = {h: f"ethernet-1/{i}" for i, h in enumerate(hosts, start=1)}  # SR Linux names
+    receiver, on = hosts[-1], (50.0, 140.0)
+    for i, host in enumerate(hosts, start=1):
+        port, clock = ports[host], nic_clock(i)
+        t.link(host, "eth0", "leaf1", ports[host])
+        t.endpoint("team-b/big", host, "eth0", "mlx5_0", f"10.0.1.{i}", i - 1)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.2 * LINE), PORT_CLOCK)
+        t.counter(host, "nic", "eth0", "rx_bytes", steps(base=0.2 * LINE), clock)
+        if host == receiver:
+            t.counter("leaf1", "switch", port, "tx_bytes", steps((*on, 0.99 * LINE), base=0.2 * LINE), PORT_CLOCK)
+            t.counter(host, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 5000.0)), clock)
+            t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.2 * LINE), clock)
+            continue
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(base=0.2 * LINE), PORT_CLOCK)
+        # each sender gets 1/32 of the receiver's link and sits paused 90% of the time
+        t.counter(host, "nic", "eth0", "tx_bytes", steps((*on, LINE / 32), base=0.2 * LINE), clock)
+        t.counter(host, "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 0.9e6)), clock, priority=3)
+        t.counter("leaf1", "switch", port, "pfc_tx_pause_duration_us", steps((*on, 0.9e6)), PORT_CLOCK, 3)
+    t.counter("leaf1", "switch", ports[receiver], "queue_ecn_marked_packets", steps((*on, 3e5)), QUEUE_CLOCK, 3)
+    t.land(store)
+
+    (incast,) = found(store, t, "incast")
+    assert incast.evidence["fan_in"] == 32 and incast.ports[0] == f"leaf1:{ports[receiver]}"
+    assert found(store, t, "pfc_storm") == []
+
+
+def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        t.endpoint("team-a/train", f"far-{i}", "eth0", "mlx5_0", f"10.0.2.{i}", 100 + i)
+        t.link(f"far-{i}", "eth0", "leaf2", f"Ethernet1/{i}")
+        for d in ("leaf1", "leaf2"):
+            t.counter(d, "switch", f"Ethernet1/{i}", "tx_bytes", steps(base=0.4 * LINE), PORT_CLOCK)
+    for k, port in enumerate(UPLINKS, start=1):  # switch-side LLDP on the uplinks
+        t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        during = 0.97 * LINE if k == 1 else 0.04 * LINE  # elephants collide on the first uplink
+        shape = steps((60.0, 180.0, during), base=0.45 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", shape, Clock(1.0, 0.2 + 0.3 * k))
+    t.land(store)
+
+    (imb,) = found(store, t, "ecmp_imbalance")
+    assert imb.ports[0] == "leaf1:Ethernet2/1" and imb.devices == ("leaf1", "spine1")
+    assert imb.evidence["hot_share"] > 0.9 and imb.evidence["speed_source"] == "inferred"
+    assert abs((imb.start - t.window.start).total_seconds() - 60) <= 10
+    assert imb.job_ids == ("team-a/train",)
+
+
+def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_dropping_queue(
+    store: Store, now: dt.datetime
+) -> None:
+    t = Telemetry(now, 240)
+    fabric(t)
+    on = (60.0, 170.0)
+    for i, host in enumerate(HOSTS, start=1):
+        sent = steps((*on, 1500.0)) if host in ("gpu-05", "gpu-06") else steps()
+        t.counter(host, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(i))
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(i))
+    t.counter("leaf1", "switch", "Ethernet2/1", "queue_dropped_packets", steps((*on, 3000.0)), QUEUE_CLOCK, priority=6)
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.evidence["where"] == "fabric"
+    assert {"gpu-05:eth0", "gpu-06:eth0", "leaf1:Ethernet2/1"} <= set(loss.ports)
+    assert abs((loss.start - t.window.start).total_seconds() - on[0]) <= 10
+
+
+def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    fabric(t)
+    on, senders = (60.0, 170.0), HOSTS[:4]
+    for i, host in enumerate(HOSTS, start=1):
+        handled = 500.0 if host in senders else 0.0
+        if host == "gpu-02":
+            handled = 150.0  # it handles 30% of what it is sent
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, handled)), nic_clock(i))
+        t.counter(
+            host, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 2000.0)) if host == "gpu-09" else steps(), nic_clock(i)
+        )
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.evidence["where"] == "nic" and loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0")
+    assert 0.2 < loss.evidence["handled_share"] < 0.4
+
+
+def test_microbursts_under_60_s_watermarks_are_a_few_readings_not_60_bursts(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    port = PORTS["gpu-05"]
+    bursts = [(s, s + 0.03, 9e6) for s in range(60, 180, 2)]  # 30 ms every 2 s for two minutes
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in bursts], base=0.1 * LINE), PORT_CLOCK
+    )
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*bursts, base=3e4), WM_CLOCK, priority=3)
+    t.counter(
+        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in bursts]), QUEUE_CLOCK, 3
+    )
+    for other in HOSTS:
+        if other != "gpu-05":
+            t.counter(
+                "leaf1",
+                "switch",
+                PORTS[other],
+                "tx_bytes",
+                steps(base=0.95 * LINE if other == "gpu-01" else 0.1 * LINE),
+                PORT_CLOCK,
+            )
+    t.land(store)
+
+    (burst,) = found(store, t, "microburst")
+    assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["watermark_reads"] <= 3
+    assert 2 <= burst.evidence["bursts"] <= 14  # the 10 s queue reads that marked, not 60 bursts
+    assert not found(store, t, "incast")
+
+
+def test_a_clean_hour_with_a_switch_and_a_nic_reboot_finds_nothing(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now - dt.timedelta(minutes=50), 3600)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        resets = (1200.0,) if host == "gpu-04" else ()
+        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.6 * LINE), Clock(10.0, 0.1 * i, 0.3), resets=resets)
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(base=20.0), Clock(10.0, 0.1 * i), resets=resets)
+        t.counter(host, "nic", "mlx5_0/1", "cnp_sent", steps(base=20.0), Clock(10.0, 0.1 * i + 0.05), resets=resets)
+        for metric in ("tx_bytes", "rx_bytes"):
+            t.counter(
+                "leaf1", "switch", PORTS[host], metric, steps(base=0.6 * LINE), Clock(10.0, 0.3), resets=(2400.0,)
+            )
+        t.gauge("leaf1", "switch", PORTS[host], "queue_watermark_bytes", steps(base=2e5), Clock(60.0, 0.5), 3)
+    t.land(store)
+    assert found(store, t) == []
