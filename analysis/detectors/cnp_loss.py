@@ -13,7 +13,9 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 
 * counters are summed over buckets of `bucket_s` (NICs are polled at their own instants and clocks: a
   bucket absorbs that skew better than single samples); a NIC's RDMA port is named after its netdev
-  through the job placements (`endpoints`) or the inventory, never by a naming convention;
+  through the job placements (`endpoints`) or the inventory, never by a naming convention; a NIC that
+  counts CNPs received but does not split handled from ignored (Broadcom `bnxt_re`: `rx_cnp_pkts`) is
+  read by what it received;
 * per bucket, the fabric's CNP balance: lost = sent (all NICs) - handled (all NICs). Near zero
   when the loop works;
 * *loss at a NIC* (a reaction point that drops all or part of its CNPs): a NIC is a suspect in a bucket
@@ -52,6 +54,7 @@ from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 
 SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
+RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
 PAUSED_US, PAUSE_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause"
 QUEUE_DROPS = "queue_dropped_packets"
 
@@ -82,9 +85,14 @@ class CnpLossParams(Params):
 def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
     """Per bucket and NIC (host, netdev, rdma port): sent, handled, ignored CNPs and the paused share."""
     frames = ctx.frames
-    t = frames.totals([SENT, HANDLED, IGNORED], p.bucket_s, roles=["nic"])
+    t = frames.totals([SENT, HANDLED, RECEIVED, IGNORED], p.bucket_s, roles=["nic"])
     if t.is_empty():
         return pl.DataFrame()
+    # NICs that count CNPs received but not handled (bnxt_re: rx_cnp_pkts) stand in with what they received
+    split = sorted(frames.reporting(HANDLED))
+    t = t.filter((pl.col("metric") != RECEIVED) | ~pl.col("device").is_in(split)).with_columns(
+        pl.when(pl.col("metric") == RECEIVED).then(pl.lit(HANDLED)).otherwise(pl.col("metric")).alias("metric")
+    )
     counts = (
         with_ifaces(t, ctx.fabric, out="netdev")
         .group_by("bucket", "device", "netdev", "port")
@@ -254,6 +262,16 @@ def _dropping_queues(ctx: Context, p: CnpLossParams, start: dt.datetime, end: dt
     return [(f"{d}:{port}", float(n)) for d, port, _prio, n in per.iter_rows()]
 
 
+def _fabric_jobs(
+    ctx: Context, receivers: list[str], queues: list[str], start: dt.datetime, end: dt.datetime
+) -> tuple[str, ...]:
+    """The jobs whose congestion loop broke: the receivers' jobs that also run behind the dropping queues (the
+    CNPs' destinations), else the receivers' jobs."""
+    mine = set(ctx.fabric.jobs_at_refs(receivers, start, end))
+    behind = set(ctx.fabric.jobs_at_refs(queues, start, end))
+    return tuple(sorted(mine & behind or mine))
+
+
 def _fabric_findings(
     ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.DataFrame, blamed: pl.DataFrame
 ) -> list[Finding]:
@@ -323,7 +341,7 @@ def _fabric_findings(
                     "dropping_queues": [{"queue": q, "dropped_packets": n} for q, n in queues],
                     "buckets": row["samples"],
                 },
-                job_ids=tuple(ctx.fabric.jobs_at_refs(nic_refs, start, end)),
+                job_ids=_fabric_jobs(ctx, nic_refs, [q for q, _ in queues], start, end),
             )
         )
     return findings

@@ -16,9 +16,10 @@ the last read):
 * the port's utilization is its transmit rate over its speed (reported, or inferred: `speeds.py`);
 * senders: NICs handling CNPs (reaction points cut by the receiver's notifications), NICs their leaf held
   back with PFC pauses (one whose NIC ignores or drops CNPs shows only that; paused most of the time is
-  still sending), and NICs the sampled packets show sending to the receiver; kept when they share a job
-  with the receiver NIC (an RDMA connection joins two ranks of one job), when the packets show the flow,
-  or when the receiver runs no job (a storage or checkpoint server).
+  still sending), and NICs the sampled packets show sending to the receiver. CNP handlers count only while
+  the receiver sends CNPs (a lossy fan-in sends none, and its CNP-handling neighbours are someone else's
+  senders). A sender is kept unless it runs other jobs than the receiver's and no sampled flow joins them
+  (an RDMA connection joins two ranks of one job; storage and checkpoint servers run no placed job).
 """
 
 from __future__ import annotations
@@ -241,9 +242,14 @@ def fan_in(
     if receiver is None:
         return None
     seconds = max((end - start).total_seconds(), ctx.poll_s)
-    handled = _per_nic(
-        ctx, _between(frames.rates(["cnp_handled"], min_rate=p.min_cnp_rate, roles=["nic"]), start, end), seconds
-    )
+    sent = with_ifaces(_between(frames.rates(["cnp_sent"], min_rate=1.0, roles=["nic"]), start, end), fabric)
+    sent = sent.filter(pl.col("device") == receiver[0], pl.col("iface") == receiver[1])
+    sent_rate = float(sent["delta"].sum()) / seconds
+    # NICs handling CNPs are this receiver's senders only while it sends CNPs (lossy fan-in sends none)
+    cnps = frames.rates(["cnp_handled"], min_rate=p.min_cnp_rate, roles=["nic"])
+    received = frames.rates(["cnp_received"], min_rate=p.min_cnp_rate, roles=["nic"])  # bnxt_re: no handled split
+    cnps = pl.concat([cnps, received.filter(~pl.col("device").is_in(sorted(frames.reporting("cnp_handled"))))])
+    handled = _per_nic(ctx, _between(cnps, start, end), seconds) if sent_rate >= 1.0 else {}
     found: dict[tuple[str, str], list[float]] = {nic: [rate, 0.0, 0.0] for nic, rate in handled.items()}
     sources = {"cnp"} if handled else set()
     # pauses a leaf sent toward the NICs under it on the priority (duration, or frames where no duration)
@@ -269,21 +275,20 @@ def fan_in(
         if host == receiver[0]:
             continue
         seen = packets.get(nic, 0)
-        if not seen and host_jobs and not host_jobs & fabric.jobs_on_nic(host, netdev, start, end):
-            continue  # no job or flow joins it to the receiver: congested for another reason
+        theirs = fabric.jobs_on_nic(host, netdev, start, end)
+        if not seen and host_jobs and theirs and not host_jobs & theirs:
+            continue  # placed in other jobs only, no flow seen: congested for another reason
         rate, us, frames_per_s = found.get(nic, [0.0, 0.0, 0.0])
         leaf_port = fabric.peer(host, netdev)
         ref = f"{leaf_port[0]}:{leaf_port[1]}" if leaf_port else f"{host}:{netdev}"
         senders.append(Sender(host, netdev, ref, rate, us, frames_per_s, seen))
-    sent = with_ifaces(_between(frames.rates(["cnp_sent"], min_rate=1.0, roles=["nic"]), start, end), fabric)
-    sent = sent.filter(pl.col("device") == receiver[0], pl.col("iface") == receiver[1])
     leaf_ref = f"{device}:{port}"
     refs = [leaf_ref, f"{receiver[0]}:{receiver[1]}", *(s.ref for s in senders)]
     return FanIn(
         receiver=receiver,
         leaf_ref=leaf_ref,
         senders=tuple(senders),
-        cnp_sent_rate=float(sent["delta"].sum()) / seconds,
+        cnp_sent_rate=sent_rate,
         pausing=tuple(dict.fromkeys(pausing)),
         job_ids=tuple(fabric.jobs_at_refs(refs, start, end)),
         sources=tuple(sorted(sources)),

@@ -8,17 +8,19 @@ Scale", SIGCOMM 2016, on NIC pause storms):
 * a *stalled sample* of port P on a priority is one where P was held paused and transmitted below
   `stall_fraction` of its speed over the sample's interval. Held paused means, from the best evidence the
   device gives: its pause duration counter (`pfc_rx_pause_duration_us`) covers `min_paused_fraction` of
-  the interval; or, where the device reports no pause duration at all (Broadcom-based switches), it
-  received at least `min_pause_frames_per_s` pause frames; or its PFC watchdog declared a storm on the
-  queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is the port's mean over the
-  sample's own interval, whatever the clocks and cadences (`align.mean_over`), against its speed
-  (reported, or inferred: `speeds.py`); the port asserting the pause is P's LLDP peer A;
+  the interval; or, where the device reports no pause duration at all (Broadcom-based switches), its pause
+  frames cover `min_frames_paused_fraction` of it (each frame buys 65535 quanta of 512 bit times at the
+  port's speed and a paused port's frames come `pause_refresh_fraction` of that apart); or its PFC watchdog
+  declared a storm on the queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is
+  the port's mean over the sample's own interval, whatever the clocks and cadences (`align.mean_over`),
+  against its speed (reported, or inferred: `speeds.py`); the port asserting the pause is P's LLDP peer A;
 * stalled samples of one (P, priority) form an episode, bridging gaps of `gap_intervals` samples (a
   flickering threshold is one episode); kept when it lasts `min_seconds` and one sampling interval;
 * the asserter A of an episode is a storm *root* when it keeps asserting pause while its own receive side
   is not congested: a NIC receiving below `busy_fraction` of its speed, or a switch none of whose other
   ports is stalled (then it is the spread of another storm, or a loop: see `pfc_deadlock`) or busy
-  (`busy_fraction` of speed: then its pauses are back-pressure from congestion, an incast's, not a storm);
+  (`busy_fraction` of speed a tenth of the time or more: then its pauses are back-pressure from congestion,
+  an incast's or a hot ECMP member's, not a storm);
 * a root's episodes on one priority closer than `merge_gap_s` are one storm, one finding, with the spread
   joined by following asserter -> paused device. When a PFC watchdog acted, the finding says so
   (mitigated: storm detections, restorations and the packets it dropped).
@@ -53,7 +55,13 @@ def _seconds(value: pl.Expr) -> pl.Expr:
 class StormParams(Params):
     min_paused_fraction: float = Field(0.8, gt=0, le=1, description="Share of an interval a port must be paused.")
     min_pause_frames_per_s: float = Field(
-        100.0, gt=0, description="Pause frames/s that hold a port paused, where no pause duration is reported."
+        100.0, gt=0, description="Pause frames/s worth a look, where no pause duration is reported."
+    )
+    pause_refresh_fraction: float = Field(
+        0.5, gt=0, le=1, description="A paused port's pause frames come this fraction of a full quanta apart."
+    )
+    min_frames_paused_fraction: float = Field(
+        0.5, gt=0, le=1, description="Share of an interval the pause frames must cover (vendors refresh apart)."
     )
     stall_fraction: float = Field(0.05, ge=0, le=1, description="Transmit below this share of link speed = stalled.")
     busy_fraction: float = Field(
@@ -98,7 +106,7 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
     return pl.concat(
         [
             held(duration, "pause_duration", pl.col("rate") / 1e6),
-            held(pause_frames, "pause_frames", unknown),
+            held(pause_frames, "pause_frames", pl.col("rate")),  # frames/s: read as a share once the speed is known
             held(watchdog, "watchdog", unknown),
         ]
     )
@@ -115,6 +123,13 @@ def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:
     rows = mean_over(rows, tx, ["device", "iface"], "tx_Bps", tolerance_s=0.5 * ctx.poll_s)
     speeds = ctx.speeds.frame(devices).select("device", pl.col("port").alias("iface"), "speed_Bps")
     rows = rows.join(speeds, on=["device", "iface"], how="left")
+    # pause frames as a share of time: each frame buys 65535 quanta (512 bit times) and is refreshed after a
+    # fraction of that (IEEE 802.1Qbb; switches refresh at about half), so frames/s x refresh = paused share
+    refresh_s = p.pause_refresh_fraction * 65535 * 512 / (pl.col("speed_Bps") * 8)
+    frames = pl.col("evidence") == "pause_frames"
+    rows = rows.with_columns(
+        pl.when(frames).then(pl.col("paused_fraction") * refresh_s).otherwise(pl.col("paused_fraction"))
+    ).filter(~frames | (pl.col("paused_fraction") >= p.min_frames_paused_fraction))
     still = (
         pl.col("tx_Bps").is_null()
         | (pl.col("tx_Bps") <= p.stall_fraction * pl.col("speed_Bps"))
@@ -172,9 +187,10 @@ def _busy_elsewhere(ctx: Context, p: StormParams, edge: Edge) -> bool:
     rates = rates.filter(pl.col("iface") == port) if device in fabric.hosts else rates.filter(pl.col("iface") != port)
     if rates.is_empty():
         return False
-    mean = rates.group_by("iface").agg((pl.col("delta").sum() / pl.col("dt_s").sum()).alias("Bps"))
+    # a port busy a tenth of the time is congestion enough: traffic in training comes in bursts
+    high = rates.group_by("iface").agg(pl.col("rate").quantile(0.9).alias("Bps"))
     speeds = ctx.speeds.frame([device]).select(pl.col("port").alias("iface"), "speed_Bps")
-    busy = mean.join(speeds, on="iface").filter(pl.col("Bps") >= p.busy_fraction * pl.col("speed_Bps"))
+    busy = high.join(speeds, on="iface").filter(pl.col("Bps") >= p.busy_fraction * pl.col("speed_Bps"))
     return not busy.is_empty()
 
 
