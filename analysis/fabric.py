@@ -5,9 +5,13 @@ Real gear names ports its own way and LLDP is often one-sided, so:
 
 * port names are compared in a canonical form (`canonical_port`): case, `Ethernet1/1` = `Et1/1` =
   `ethernet-1/1`; a SONiC switch advertises its port *alias* (`etp1`) as its LLDP port id, which is mapped
-  to the counters' name (`Ethernet0`) as the N-th port of the switch in port order (SONiC numbers
-  aliases in that order) when the switch has no port of that name;
-* an adjacency seen from either side is known from both (host-side `lldpcli` alone is enough);
+  to the counters' name (`Ethernet0`) through the switch's alias map where one was collected (CONFIG_DB
+  `PORT|Ethernet0 alias`, landed as `links` rows of source `alias`), else as the N-th port of the switch
+  in port order (the numbering of NVIDIA platforms' `etpN`; other platforms count from 0 or name aliases
+  otherwise, so collect the map);
+* an adjacency seen from either side is known from both (host-side `lldpcli` alone is enough), and cables
+  no LLDP names are recognised from the bytes they carry (`links.py`: what one end sends, the other
+  receives, minute by minute);
 * tiers come from the graph, never from device names: hosts are devices with NIC or host counters or job
   placements; leaves are switches with a host neighbour; spines are the other switches. On a leaf, a port
   that faces a host is a downlink, one that faces a switch an uplink; with LLDP from the hosts only, the
@@ -88,16 +92,35 @@ class Fabric:
     placements: list[Placement] = field(default_factory=list)
     #: device -> the port names its counters use (to resolve LLDP's spellings and aliases)
     counter_ports: dict[str, set[str]] = field(default_factory=dict)
+    #: (switch, alias in lower case) -> port, where a switch's alias map was collected (SONiC CONFIG_DB PORT)
+    aliases: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
-        return cls.build(frames.links(), frames.endpoints(), frames.roles(), frames.ports())
+        from rocescope.analysis.links import infer_links
+
+        links, endpoints, roles, ports, aliases = (
+            frames.links(), frames.endpoints(), frames.roles(), frames.ports(), frames.port_aliases()
+        )  # fmt: skip
+        fab = cls.build(links, endpoints, roles, ports, aliases)
+        known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
+        inferred = infer_links(frames, known)
+        if inferred.is_empty():
+            return fab
+        return cls.build(pl.concat([links, inferred]), endpoints, roles, ports, aliases)
 
     @classmethod
     def build(
-        cls, links: pl.DataFrame, endpoints: pl.DataFrame, roles: pl.DataFrame, ports: pl.DataFrame | None = None
+        cls,
+        links: pl.DataFrame,
+        endpoints: pl.DataFrame,
+        roles: pl.DataFrame,
+        ports: pl.DataFrame | None = None,
+        aliases: pl.DataFrame | None = None,
     ) -> Fabric:
         fab = cls()
+        if aliases is not None:
+            fab.aliases = {(d, a.lower()): p for d, a, p in aliases.select("device", "alias", "port").iter_rows()}
         for d, role in roles.iter_rows():
             (fab.switches if role == "switch" else fab.hosts).add(d)
         fab.hosts.update(endpoints["host"].to_list())
@@ -122,6 +145,9 @@ class Fabric:
         """A port as `device`'s counters name it (LLDP may spell it another way, or give a SONiC alias)."""
         if device in self.hosts:
             return netdev_of(port)
+        mapped = self.aliases.get((device, port.strip().lower()))
+        if mapped is not None:
+            return mapped
         known = self.counter_ports.get(device)
         if not known:
             return port

@@ -84,6 +84,14 @@ ENDPOINTS_SCHEMA: dict[str, pl.DataType] = {
 }
 ROLES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "role": pl.String()}
 PORTS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String()}
+MINUTES_SCHEMA: dict[str, pl.DataType] = {
+    "device": pl.String(),
+    "port": pl.String(),
+    "metric": pl.String(),
+    "minute": pl.Datetime("ms", "UTC"),
+    "delta": pl.Float64(),
+}
+ALIASES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "alias": pl.String(), "port": pl.String()}
 PEAKS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String(), "rate": pl.Float64()}
 FLOW_SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "capture_point": pl.String(),
@@ -337,9 +345,21 @@ ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders 
         sql = """
 SELECT toString(device) AS device, toString(port) AS port,
     toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')}
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source != 'alias'
 GROUP BY device, port ORDER BY device, port"""
         return _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
+
+    def port_aliases(self) -> pl.DataFrame:
+        """Switch port aliases (ALIASES_SCHEMA: device, alias, port) as `links` rows of source `alias` carry them:
+        a SONiC switch advertises the alias (`etp1`) over LLDP, its counters name the port (`Ethernet0`)."""
+        sql = """
+SELECT toString(device) AS switch, toString(port) AS alias, toString(argMax(peer_port, seen_at)) AS named
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = 'alias'
+GROUP BY switch, alias ORDER BY switch, alias"""
+        frame = self._query(("aliases",), sql, self._params(())).rename(
+            {"switch": "device", "named": "port"}, strict=False
+        )
+        return _plain(frame, ALIASES_SCHEMA, "port_aliases")
 
     def endpoints(self) -> pl.DataFrame:
         """Job placements valid at some point of the window (ENDPOINTS_SCHEMA)."""
@@ -375,6 +395,26 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
     AND metric IN ('tx_bytes', 'rx_bytes')
 ORDER BY device"""
         return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
+
+    def port_minutes(self) -> pl.DataFrame:
+        """Bytes and PFC pause frames each port sent and received per minute of the window (priorities summed),
+        from the 1-minute rollup (MINUTES_SCHEMA; counter resets skipped): what cables are recognised by when no
+        LLDP names them."""
+        sql = """
+SELECT toString(device) AS device, toString(port) AS port, toString(metric) AS metric,
+    toDateTime64(minute, 3, 'UTC') AS minute, sum(step) AS delta FROM (
+    SELECT minute, device, port, metric, max(max_value) AS last_value,
+        last_value - lagInFrame(last_value) OVER w AS step, row_number() OVER w AS n
+    FROM counters_1m
+    WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
+        AND metric IN ('tx_bytes', 'rx_bytes', 'pfc_tx_pause', 'pfc_rx_pause')
+    GROUP BY minute, device, port, metric, priority
+    WINDOW w AS (PARTITION BY device, port, metric, priority ORDER BY minute ASC
+                 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+) WHERE n > 1 AND step >= 0
+GROUP BY device, port, metric, minute
+ORDER BY device, port, metric, minute"""
+        return _plain(self._query(("port_minutes",), sql, self._params(())), MINUTES_SCHEMA, "port_minutes")
 
     def reporting(self, metric: str) -> set[str]:
         """Devices with samples of `metric` in the window (from the 1-minute rollup): which evidence exists at all

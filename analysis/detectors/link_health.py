@@ -29,7 +29,9 @@ counters` show) on a lossless priority while the same port sent no PFC pause on 
 (`pfc_tx_pause` frames or pause duration) around the drops. The direction matters: the ingress that
 dropped is the one that should have paused; an egress queue's drops name no ingress (the traffic came in
 elsewhere) and a port's own pauses say nothing about its egress, so egress drops are not evidence, and
-neither are port-wide discards (ACLs, routing and errors explain those). Drops a PFC watchdog made while
+neither are port-wide discards alone (ACLs, routing and errors explain those): where a switch counts no
+priority-group drops (Arista over OpenConfig), a host-facing port's receive discards count only while the
+NIC behind it sees its RoCE packets lost (NAKs for sequence errors, retransmissions). Drops a PFC watchdog made while
 mitigating a storm (`pfcwd_*_dropped_packets` on the port) are the storm's (see `pfc_storm`), and drops at a
 port whose link went down within two polls are link events (see `link_flap`): both are skipped. Drop
 samples closer than `misconfig_gap_s` form one finding when they add up to `min_lossless_drops` packets or
@@ -50,7 +52,7 @@ from pydantic import Field
 
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
-from rocescope.analysis.fabric import netdev_of
+from rocescope.analysis.fabric import netdev_of, with_ifaces
 from rocescope.analysis.findings import Finding
 
 OPER_UP = "oper_up"
@@ -59,6 +61,8 @@ ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks"
 RX_FRAMES = ("rx_unicast_packets", "rx_packets")
 DOM = "optics_rx_power_dbm"
 INGRESS_DROPS = "pg_dropped_packets"
+PORT_DISCARDS = "rx_discards"
+ROCE_LOSS = ("packet_seq_err", "out_of_sequence", "roce_adp_retrans", "local_ack_timeout_err")
 WATCHDOG_DROPS = ("pfcwd_rx_dropped_packets", "pfcwd_tx_dropped_packets")
 PFC_SENT = ("pfc_tx_pause", "pfc_tx_pause_duration_us")
 
@@ -355,12 +359,50 @@ def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> l
     return out
 
 
+def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
+    """Where a switch counts no priority-group drops (Arista over OpenConfig), a host-facing port's receive
+    discards stand in when the NIC behind it meanwhile saw its RoCE packets lost (NAKs for sequence errors,
+    retransmissions): lossless traffic was dropped at that ingress, not packets an ACL or a route refused.
+    Rows as `frames.rates` gives them, on the first lossless priority."""
+    frames = ctx.frames
+    counted = frames.reporting(INGRESS_DROPS)
+    discards = frames.rates([PORT_DISCARDS], min_rate=1e-9, roles=["switch"])
+    discards = discards.filter(~pl.col("device").is_in(sorted(counted)))
+    if discards.is_empty():
+        return discards
+    lost = frames.rates(list(ROCE_LOSS), min_rate=1e-9, roles=["nic"])
+    keep = []
+    for device, port in discards.select("device", "port").unique().iter_rows():
+        nic = ctx.fabric.nic_behind(device, port)
+        if nic is None:
+            continue
+        theirs = with_ifaces(lost.filter(pl.col("device") == nic[0]), ctx.fabric).filter(pl.col("iface") == nic[1])
+        mine = discards.filter((pl.col("device") == device) & (pl.col("port") == port))
+        slack = dt.timedelta(seconds=2 * ctx.poll_s)
+        for ts, dt_s in mine.select("ts", "dt_s").iter_rows():
+            lo, hi = ts - dt.timedelta(seconds=dt_s) - slack, ts + slack
+            if not theirs.filter(pl.col("ts").is_between(lo, hi)).is_empty():
+                keep.append((device, port, ts))
+    if not keep:
+        return discards.clear()
+    hits = pl.DataFrame(
+        keep, schema={"device": pl.String, "port": pl.String, "ts": discards.schema["ts"]}, orient="row"
+    )
+    prio = p.lossless_priorities[0]
+    return (
+        discards.join(hits, on=["device", "port", "ts"], how="semi")
+        .with_columns(pl.lit(prio, pl.Int8).alias("priority"), pl.lit(INGRESS_DROPS).alias("metric"))
+        .select(discards.columns)
+    )
+
+
 def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> list[Finding]:
     frames, fabric, poll = ctx.frames, ctx.fabric, ctx.poll_s
     lossless = list(p.lossless_priorities)
     if not lossless:
         return []
     drops = frames.rates([INGRESS_DROPS], min_rate=1e-9, roles=["switch"], priorities=lossless)
+    drops = pl.concat([drops, _nic_confirmed_discards(ctx, p)])
     if drops.is_empty():
         return []
     eps = episodes(

@@ -289,7 +289,8 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
                     + ("; mitigated by the PFC watchdog" if watchdog else "")
                 ),
                 evidence={
-                    "root": root,
+                    "root": root_refs[0],
+                    "root_device": root,
                     "root_ports": root_refs,
                     "paused_fraction": frac,
                     "pause_evidence": sorted({e.evidence for e in storm}),

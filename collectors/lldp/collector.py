@@ -28,8 +28,11 @@ log = logging.getLogger(__name__)
 _SOURCE = "lldp"
 
 
-def links_batch(neighbors: Sequence[Neighbor], seen_at: dt.datetime | None = None, key: str = "") -> Batch:
-    """A `links` Batch of these neighbors, source `lldp`."""
+def links_batch(
+    neighbors: Sequence[Neighbor], seen_at: dt.datetime | None = None, key: str = "", source: str = _SOURCE
+) -> Batch:
+    """A `links` Batch of these neighbors (source `lldp`; `alias` for a switch's port alias rows, where the
+    peer is the device itself and the peer port the name its counters use)."""
     when = seen_at or dt.datetime.now(dt.UTC)
     n = len(neighbors)
     table = pa.table(
@@ -38,7 +41,7 @@ def links_batch(neighbors: Sequence[Neighbor], seen_at: dt.datetime | None = Non
             "port": [x.port for x in neighbors],
             "peer_device": [x.peer_device for x in neighbors],
             "peer_port": [x.peer_port for x in neighbors],
-            "source": [_SOURCE] * n,
+            "source": [source] * n,
             "seen_at": pa.array([when] * n, pa.timestamp("ns", tz="UTC")),
         }
     )

@@ -216,7 +216,7 @@ def _import_kind(
     from rocescope.collectors.common.rows import CounterRows
     from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
     from rocescope.collectors.lldp.collector import links_batch
-    from rocescope.collectors.lldp.parse import parse_lldpcli
+    from rocescope.collectors.lldp.parse import Neighbor, parse_lldpcli
     from rocescope.errors import DecodeError
     from rocescope.pipeline.runner import publishing
 
@@ -268,8 +268,12 @@ def _import_kind(
                     placed, bad = parse_pods(data, inv, when)
                     ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
                 elif kind is ImportKind.sonic:
-                    rows, links, bad = importers.sonic_dump(load_json(data, str(path)), name, when)
+                    doc = load_json(data, str(path))
+                    rows, links, bad = importers.sonic_dump(doc, name, when)
                     batches = rows.to_batches("switch", "import") + ([links_batch(links, when, name)] if links else [])
+                    # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
+                    aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
+                    batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
                     ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
                 elif kind is ImportKind.pcap:
                     from rocescope.collectors.pcap.collector import PcapCollector

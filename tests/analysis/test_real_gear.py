@@ -98,7 +98,7 @@ def test_broadcom_storm_without_pause_duration_mitigated_by_the_watchdog_is_one_
     t.land(store)
 
     (storm,) = found(store, t, "pfc_storm")
-    assert storm.evidence["root"] == stuck and "leaf1:Ethernet1/3" in storm.ports
+    assert storm.evidence["root"] == f"{stuck}:eth0" and "leaf1:Ethernet1/3" in storm.ports
     assert storm.evidence["pause_evidence"] == ["pause_frames"]
     assert storm.evidence["watchdog"]["dropped_packets"] > 0
     assert "mitigated" in storm.summary

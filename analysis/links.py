@@ -1,0 +1,120 @@
+"""Cables no LLDP reported, found from what they carry: what one end sends, the other end receives.
+
+LLDP is often collected from one side only (lldpd on the GPU hosts, nothing from the switches), which leaves
+every leaf-spine cable unknown: no pause tree, deadlock cycle, spine group or link flap can be followed
+across it. But a cable conserves what crosses it: the bytes port A transmits per minute are the bytes its
+far end B receives (less the frames lost on the wire), and the PFC pause frames A sends are those B
+receives. So the ports no LLDP row names are paired by those per-minute counts (from the 1-minute rollup,
+so an hour of a large fabric is a few hundred thousand values):
+
+* a *channel* is one of (bytes sent, bytes received) or (pause frames sent, pause frames received); it
+  has volume at a pair when either end moved at least its floor (`MIN_BYTES`, `MIN_PAUSES`) over the window
+  (a deadlocked cable carries no bytes but many pauses);
+* A and B (on different devices) are candidates when what one sent over the window is within `TOLERANCE`
+  of what the other received, in a channel with volume;
+* they pair when, in both directions of every channel with volume, the running totals of what one sent and
+  the other received never drift apart by more than `DRIFT` of a minute's traffic (the two ends are read at
+  their own phases and cadences, up to 10 s apart, which moves counts between adjacent minutes but not
+  out of the running total), at least one channel has volume, each is the other's best match, and the best
+  is clearly better than the runner-up (`UNIQUE`). Ports that cannot be told apart (idle, or equal steady
+  traffic) stay unpaired: a guess would be worse than the gap.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections import defaultdict
+from collections.abc import Iterable
+
+import polars as pl
+
+from rocescope.analysis.frames import LINKS_SCHEMA, Frames
+
+__all__ = ["CHANNELS", "DRIFT", "TOLERANCE", "infer_links"]
+
+TOLERANCE = 0.15
+DRIFT = 0.5
+UNIQUE = 0.8
+MIN_BYTES = 1e8
+MIN_PAUSES = 1000.0
+#: (sent metric, received metric, floor)
+CHANNELS = (("tx_bytes", "rx_bytes", MIN_BYTES), ("pfc_tx_pause", "pfc_rx_pause", MIN_PAUSES))
+
+Port = tuple[str, str]
+Series = dict[object, float]  # minute -> count
+
+
+def _drift(sent: Series, got: Series) -> float:
+    """How far the running totals of two count series drift apart, in minutes of their busiest minute."""
+    peak = max([*sent.values(), *got.values(), 0.0])
+    if peak <= 0:
+        return 0.0
+    run_s = run_g = worst = 0.0
+    for m in sorted(set(sent) | set(got)):  # type: ignore[type-var]
+        run_s += sent.get(m, 0.0)
+        run_g += got.get(m, 0.0)
+        worst = max(worst, abs(run_s - run_g))
+    return worst / peak
+
+
+class _Counts:
+    def __init__(self, rows: Iterable[tuple[str, str, str, object, float]]) -> None:
+        self.series: dict[str, dict[Port, Series]] = defaultdict(lambda: defaultdict(dict))
+        for device, port, metric, minute, delta in rows:
+            self.series[metric][(device, port)][minute] = delta
+
+    def get(self, metric: str, port: Port) -> Series:
+        return self.series[metric].get(port, {})
+
+    def total(self, metric: str, port: Port) -> float:
+        return sum(self.get(metric, port).values())
+
+    def mismatch(self, a: Port, b: Port) -> float:
+        """The worst mismatch over the channels with volume at the pair (inf when none has volume)."""
+        worst, seen = 0.0, False
+        for sent, got, floor in CHANNELS:
+            for x, y in ((a, b), (b, a)):
+                s, g = self.get(sent, x), self.get(got, y)
+                if max(sum(s.values()), sum(g.values())) >= floor:
+                    seen = True
+                    worst = max(worst, _drift(s, g))
+        return worst if seen else float("inf")
+
+
+def infer_links(frames: Frames, known: set[Port]) -> pl.DataFrame:
+    """Cables between ports not in `known` (device, port pairs LLDP already named), as `links` rows (both ends)."""
+    counts = _Counts(frames.port_minutes().iter_rows())
+    ports = sorted({p for m in counts.series.values() for p in m} - known)
+    candidates: dict[Port, set[Port]] = defaultdict(set)
+    for sent, got, floor in CHANNELS:
+        active = [p for p in ports if counts.total(got, p) >= floor]
+        active.sort(key=lambda p: counts.total(got, p))
+        totals = [counts.total(got, p) for p in active]
+        for a in ports:
+            out = counts.total(sent, a)
+            if out < floor:
+                continue
+            lo = bisect.bisect_left(totals, out * (1 - TOLERANCE))
+            hi = bisect.bisect_right(totals, out * (1 + TOLERANCE))
+            candidates[a].update(b for b in active[lo:hi] if b[0] != a[0])
+
+    def best(a: Port) -> tuple[float, Port | None]:
+        scored = sorted((counts.mismatch(a, b), b) for b in candidates.get(a, ()))
+        if not scored:
+            return float("inf"), None
+        if len(scored) > 1 and scored[0][0] > UNIQUE * scored[1][0]:
+            return float("inf"), None  # two ports fit about as well: no telling which
+        return scored[0]
+
+    choice = {a: best(a) for a in ports if a in candidates}
+    rows = []
+    for a, (err, b) in choice.items():
+        if b is None or err > DRIFT or a > b:
+            continue
+        back = choice.get(b)
+        if back is None:
+            back = best(b)
+        if back[1] != a:
+            continue
+        rows += [(a[0], a[1], b[0], b[1]), (b[0], b[1], a[0], a[1])]
+    return pl.DataFrame(rows, schema=LINKS_SCHEMA, orient="row")
