@@ -104,10 +104,10 @@ class Fabric:
         )  # fmt: skip
         fab = cls.build(links, endpoints, roles, ports, aliases)
         known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
-        inferred = infer_links(frames, known)
+        inferred = infer_links(frames, known, fab.switches)
         if inferred.is_empty():
             return fab
-        return cls.build(pl.concat([links, inferred]), endpoints, roles, ports, aliases)
+        return cls.build(links, endpoints, roles, ports, aliases, inferred)
 
     @classmethod
     def build(
@@ -117,7 +117,9 @@ class Fabric:
         roles: pl.DataFrame,
         ports: pl.DataFrame | None = None,
         aliases: pl.DataFrame | None = None,
+        inferred: pl.DataFrame | None = None,
     ) -> Fabric:
+        """`inferred`: cables recognised from traffic (`links.py`), in the links' shape."""
         fab = cls()
         if aliases is not None:
             fab.aliases = {(d, a.lower()): p for d, a, p in aliases.select("device", "alias", "port").iter_rows()}
@@ -130,15 +132,21 @@ class Fabric:
             for d, p in ports.select("device", "port").iter_rows():
                 fab.counter_ports.setdefault(d, set()).add(p)
         rows = [r for r in links.select("device", "port", "peer_device", "peer_port").iter_rows() if r[2]]
+        lldp_rows = len(rows)
+        if inferred is not None:
+            rows += list(inferred.select("device", "port", "peer_device", "peer_port").iter_rows())
         # switches known only from links (no counters in the window) still count as switches
         for d, _, pd_, _ in rows:
             fab.switches.update(x for x in (d, pd_) if x not in fab.hosts)
         fab.switches -= fab.hosts
-        for d, p, pd_, pp in rows:
+        switch_lldp: set[str] = set()
+        for k, (d, p, pd_, pp) in enumerate(rows):
             near, far = (d, fab._name(d, p)), (pd_, fab._name(pd_, pp))
             fab.peers[near] = far
             fab.peers.setdefault(far, near)  # one-sided LLDP: the other side is known too
-        fab._index()
+            if k < lldp_rows and d in fab.switches and pd_ in fab.switches:
+                switch_lldp.update((d, pd_))
+        fab._index(switch_lldp)
         return fab
 
     def _name(self, device: str, port: str) -> str:
@@ -165,7 +173,7 @@ class Fabric:
                 return ordered[n - 1]
         return port
 
-    def _index(self) -> None:
+    def _index(self, switch_lldp: set[str]) -> None:
         self._canonical = {(d, canonical_port(p, d not in self.hosts)): (d, p) for d, p in self.peers}
         self.leaves = {d for (d, _), (pd_, _) in self.peers.items() if d in self.switches and pd_ in self.hosts}
         self.spines = self.switches - self.leaves
@@ -177,12 +185,9 @@ class Fabric:
             (pd_, pp): d for (d, _), (pd_, pp) in self.peers.items() if d in self.leaves and pd_ in self.hosts
         }
         self._netdev_of_rdma = {(p.host, p.rdma_dev): p.netdev for p in self.placements if p.rdma_dev}
-        #: leaves whose switch-side LLDP is missing: their uplinks are the ports that face no host
-        self._blind_leaves = {
-            leaf
-            for leaf in self.leaves
-            if not any(pd_ in self.switches for (d, _), (pd_, _) in self.peers.items() if d == leaf)
-        }
+        #: leaves no LLDP links to a switch: their uplinks are the ports that face no host (traffic may have
+        #: recognised some of their cables, not all: an idle or a damaged cable conserves nothing to match)
+        self._blind_leaves = self.leaves - switch_lldp
 
     # --- topology
 

@@ -84,11 +84,11 @@ ENDPOINTS_SCHEMA: dict[str, pl.DataType] = {
 }
 ROLES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "role": pl.String()}
 PORTS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String()}
-MINUTES_SCHEMA: dict[str, pl.DataType] = {
+BUCKETS_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(),
     "port": pl.String(),
     "metric": pl.String(),
-    "minute": pl.Datetime("ms", "UTC"),
+    "bucket": TS,
     "delta": pl.Float64(),
 }
 ALIASES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "alias": pl.String(), "port": pl.String()}
@@ -396,25 +396,12 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
 ORDER BY device"""
         return _plain(self._query(("roles",), sql, self._params(())), ROLES_SCHEMA, "roles")
 
-    def port_minutes(self) -> pl.DataFrame:
-        """Bytes and PFC pause frames each port sent and received per minute of the window (priorities summed),
-        from the 1-minute rollup (MINUTES_SCHEMA; counter resets skipped): what cables are recognised by when no
-        LLDP names them."""
-        sql = """
-SELECT toString(device) AS device, toString(port) AS port, toString(metric) AS metric,
-    toDateTime64(minute, 3, 'UTC') AS minute, sum(step) AS delta FROM (
-    SELECT minute, device, port, metric, max(max_value) AS last_value,
-        last_value - lagInFrame(last_value) OVER w AS step, row_number() OVER w AS n
-    FROM counters_1m
-    WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
-        AND metric IN ('tx_bytes', 'rx_bytes', 'pfc_tx_pause', 'pfc_rx_pause')
-    GROUP BY minute, device, port, metric, priority
-    WINDOW w AS (PARTITION BY device, port, metric, priority ORDER BY minute ASC
-                 ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-) WHERE n > 1 AND step >= 0
-GROUP BY device, port, metric, minute
-ORDER BY device, port, metric, minute"""
-        return _plain(self._query(("port_minutes",), sql, self._params(())), MINUTES_SCHEMA, "port_minutes")
+    def port_buckets(self, bucket_s: float) -> pl.DataFrame:
+        """Bytes and PFC pause frames each port sent and received per bucket of the window, priorities summed
+        (BUCKETS_SCHEMA): what cables are recognised by when no LLDP names them."""
+        t = self.totals(["tx_bytes", "rx_bytes", "pfc_tx_pause", "pfc_rx_pause"], bucket_s)
+        summed = t.group_by("device", "port", "metric", "bucket").agg(pl.col("delta").sum())
+        return _plain(summed.sort("device", "port", "metric", "bucket"), BUCKETS_SCHEMA, "port_buckets")
 
     def reporting(self, metric: str) -> set[str]:
         """Devices with samples of `metric` in the window (from the 1-minute rollup): which evidence exists at all

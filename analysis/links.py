@@ -4,8 +4,8 @@ LLDP is often collected from one side only (lldpd on the GPU hosts, nothing from
 every leaf-spine cable unknown: no pause tree, deadlock cycle, spine group or link flap can be followed
 across it. But a cable conserves what crosses it: the bytes port A transmits per minute are the bytes its
 far end B receives (less the frames lost on the wire), and the PFC pause frames A sends are those B
-receives. So the ports no LLDP row names are paired by those per-minute counts (from the 1-minute rollup,
-so an hour of a large fabric is a few hundred thousand values):
+receives. So the ports no LLDP row names are paired by those counts, summed per bucket (10 s in a short
+window, at most 120 buckets in a long one; asked of the store only when some switch port has no LLDP peer):
 
 * a *channel* is one of (bytes sent, bytes received) or (pause frames sent, pause frames received); it
   has volume at a pair when either end moved at least its floor (`MIN_BYTES`, `MIN_PAUSES`) over the window
@@ -13,11 +13,11 @@ so an hour of a large fabric is a few hundred thousand values):
 * A and B (on different devices) are candidates when what one sent over the window is within `TOLERANCE`
   of what the other received, in a channel with volume;
 * they pair when, in both directions of every channel with volume, the running totals of what one sent and
-  the other received never drift apart by more than `DRIFT` of a minute's traffic (the two ends are read at
-  their own phases and cadences, up to 10 s apart, which moves counts between adjacent minutes but not
-  out of the running total), at least one channel has volume, each is the other's best match, and the best
-  is clearly better than the runner-up (`UNIQUE`). Ports that cannot be told apart (idle, or equal steady
-  traffic) stay unpaired: a guess would be worse than the gap.
+  the other received never drift apart by more than `DRIFT_S` seconds of the busiest bucket's rate (the two
+  ends are read at their own phases and cadences, up to 10 s apart, which moves counts between adjacent
+  buckets but not out of the running total), at least one channel has volume, each is the other's best
+  match, and the best is clearly better than the runner-up (`UNIQUE`). Ports that cannot be told apart
+  (idle, or equal steady traffic) stay unpaired: a guess would be worse than the gap.
 """
 
 from __future__ import annotations
@@ -30,10 +30,10 @@ import polars as pl
 
 from rocescope.analysis.frames import LINKS_SCHEMA, Frames
 
-__all__ = ["CHANNELS", "DRIFT", "TOLERANCE", "infer_links"]
+__all__ = ["CHANNELS", "DRIFT_S", "TOLERANCE", "infer_links"]
 
 TOLERANCE = 0.15
-DRIFT = 0.5
+DRIFT_S = 12.0
 UNIQUE = 0.8
 MIN_BYTES = 1e8
 MIN_PAUSES = 1000.0
@@ -45,7 +45,7 @@ Series = dict[object, float]  # minute -> count
 
 
 def _drift(sent: Series, got: Series) -> float:
-    """How far the running totals of two count series drift apart, in minutes of their busiest minute."""
+    """How far the running totals of two count series drift apart, in buckets of their busiest bucket."""
     peak = max([*sent.values(), *got.values(), 0.0])
     if peak <= 0:
         return 0.0
@@ -69,7 +69,7 @@ class _Counts:
     def total(self, metric: str, port: Port) -> float:
         return sum(self.get(metric, port).values())
 
-    def mismatch(self, a: Port, b: Port) -> float:
+    def mismatch(self, a: Port, b: Port) -> float:  # in buckets of drift
         """The worst mismatch over the channels with volume at the pair (inf when none has volume)."""
         worst, seen = 0.0, False
         for sent, got, floor in CHANNELS:
@@ -81,9 +81,16 @@ class _Counts:
         return worst if seen else float("inf")
 
 
-def infer_links(frames: Frames, known: set[Port]) -> pl.DataFrame:
-    """Cables between ports not in `known` (device, port pairs LLDP already named), as `links` rows (both ends)."""
-    counts = _Counts(frames.port_minutes().iter_rows())
+def infer_links(frames: Frames, known: set[Port], switches: set[str]) -> pl.DataFrame:
+    """Cables between ports not in `known` (device, port pairs LLDP already named), as `links` rows (both ends).
+    Nothing is asked of the store when every switch port with traffic already has an LLDP peer."""
+    ports_seen = frames.ports()
+    open_ports = [(d, p) for d, p in ports_seen.select("device", "port").iter_rows() if (d, p) not in known]
+    if not any(d in switches for d, _ in open_ports):
+        return pl.DataFrame(schema=LINKS_SCHEMA)
+    bucket_s = max(10.0, frames.window.seconds / 120)
+    drift = DRIFT_S / bucket_s
+    counts = _Counts(frames.port_buckets(bucket_s).iter_rows())
     ports = sorted({p for m in counts.series.values() for p in m} - known)
     candidates: dict[Port, set[Port]] = defaultdict(set)
     for sent, got, floor in CHANNELS:
@@ -96,25 +103,24 @@ def infer_links(frames: Frames, known: set[Port]) -> pl.DataFrame:
                 continue
             lo = bisect.bisect_left(totals, out * (1 - TOLERANCE))
             hi = bisect.bisect_right(totals, out * (1 + TOLERANCE))
-            candidates[a].update(b for b in active[lo:hi] if b[0] != a[0])
+            for b in active[lo:hi]:
+                if b[0] != a[0]:  # a cable is a candidate from both of its ends
+                    candidates[a].add(b)
+                    candidates[b].add(a)
 
     def best(a: Port) -> tuple[float, Port | None]:
         scored = sorted((counts.mismatch(a, b), b) for b in candidates.get(a, ()))
-        if not scored:
-            return float("inf"), None
-        if len(scored) > 1 and scored[0][0] > UNIQUE * scored[1][0]:
-            return float("inf"), None  # two ports fit about as well: no telling which
-        return scored[0]
+        if not scored or (len(scored) > 1 and scored[0][0] > UNIQUE * scored[1][0]):
+            return float("inf"), None  # nothing fits, or two ports fit about as well: no telling which
+        err, b = scored[0]
+        return err, b
 
     choice = {a: best(a) for a in ports if a in candidates}
     rows = []
-    for a, (err, b) in choice.items():
-        if b is None or err > DRIFT or a > b:
+    for a, (err, peer) in choice.items():
+        if peer is None or err > drift or a > peer:
             continue
-        back = choice.get(b)
-        if back is None:
-            back = best(b)
-        if back[1] != a:
+        if (choice.get(peer) or best(peer))[1] != a:
             continue
-        rows += [(a[0], a[1], b[0], b[1]), (b[0], b[1], a[0], a[1])]
+        rows += [(a[0], a[1], peer[0], peer[1]), (peer[0], peer[1], a[0], a[1])]
     return pl.DataFrame(rows, schema=LINKS_SCHEMA, orient="row")

@@ -371,28 +371,24 @@ def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
     if discards.is_empty():
         return discards
     lost = frames.rates(list(ROCE_LOSS), min_rate=1e-9, roles=["nic"])
-    keep = []
+    discards = discards.with_row_index("_row")
+    keep: list[int] = []
+    slack = dt.timedelta(seconds=2 * ctx.poll_s)
     for device, port in discards.select("device", "port").unique().iter_rows():
         nic = ctx.fabric.nic_behind(device, port)
         if nic is None:
             continue
         theirs = with_ifaces(lost.filter(pl.col("device") == nic[0]), ctx.fabric).filter(pl.col("iface") == nic[1])
         mine = discards.filter((pl.col("device") == device) & (pl.col("port") == port))
-        slack = dt.timedelta(seconds=2 * ctx.poll_s)
-        for ts, dt_s in mine.select("ts", "dt_s").iter_rows():
+        for row, ts, dt_s in mine.select("_row", "ts", "dt_s").iter_rows():
             lo, hi = ts - dt.timedelta(seconds=dt_s) - slack, ts + slack
             if not theirs.filter(pl.col("ts").is_between(lo, hi)).is_empty():
-                keep.append((device, port, ts))
-    if not keep:
-        return discards.clear()
-    hits = pl.DataFrame(
-        keep, schema={"device": pl.String, "port": pl.String, "ts": discards.schema["ts"]}, orient="row"
-    )
+                keep.append(row)
     prio = p.lossless_priorities[0]
     return (
-        discards.join(hits, on=["device", "port", "ts"], how="semi")
+        discards.filter(pl.col("_row").is_in(keep))
+        .drop("_row")
         .with_columns(pl.lit(prio, pl.Int8).alias("priority"), pl.lit(INGRESS_DROPS).alias("metric"))
-        .select(discards.columns)
     )
 
 
