@@ -93,6 +93,12 @@ BUCKETS_SCHEMA: dict[str, pl.DataType] = {
 }
 ALIASES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "alias": pl.String(), "port": pl.String()}
 PEAKS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String(), "rate": pl.Float64()}
+QP_PEERS_SCHEMA: dict[str, pl.DataType] = {
+    "host": pl.String(),
+    "rdma_dev": pl.String(),
+    "dest_ip": pl.String(),
+    "job_id": pl.String(),
+}
 FLOW_SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "capture_point": pl.String(),
     "src_ip": pl.String(),
@@ -370,6 +376,17 @@ FROM endpoints
 WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9, 'UTC')}
 ORDER BY job_id, host, netdev"""
         return _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
+
+    def qp_peers(self) -> pl.DataFrame:
+        """RDMA connections seen up to the window's end (QP_PEERS_SCHEMA: host, rdma_dev, dest_ip, job_id), from
+        `qp_owners` (eBPF or `rdma resource show qp`); empty where nothing collects them."""
+        sql = """
+SELECT DISTINCT toString(host) AS host, toString(rdma_dev) AS rdma_dev, toString(dest_ip) AS dest_ip,
+    toString(job_id) AS job_id
+FROM qp_owners
+WHERE seen_at < {end:DateTime64(9, 'UTC')} AND seen_at >= {lo:DateTime64(9, 'UTC')} - INTERVAL 1 DAY
+ORDER BY host, rdma_dev, dest_ip"""
+        return _plain(self._query(("qp_peers",), sql, self._params(())), QP_PEERS_SCHEMA, "qp_peers")
 
     def flow_samples(self, start: dt.datetime | None = None, end: dt.datetime | None = None) -> pl.DataFrame:
         """Sampled RoCEv2 packets (CNPs left out) counted per capture point and flow (src, dst, UDP source

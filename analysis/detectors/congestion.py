@@ -16,10 +16,12 @@ the last read):
 * the port's utilization is its transmit rate over its speed (reported, or inferred: `speeds.py`);
 * senders: NICs handling CNPs (reaction points cut by the receiver's notifications), NICs their leaf held
   back with PFC pauses (one whose NIC ignores or drops CNPs shows only that; paused most of the time is
-  still sending), and NICs the sampled packets show sending to the receiver. CNP handlers count only while
-  the receiver sends CNPs (a lossy fan-in sends none, and its CNP-handling neighbours are someone else's
-  senders). A sender is kept unless it runs other jobs than the receiver's and no sampled flow joins them
-  (an RDMA connection joins two ranks of one job; storage and checkpoint servers run no placed job).
+  still sending), and NICs the sampled packets show sending to the receiver. A NIC with a QP to the
+  receiver (`qp_owners`, from eBPF or `rdma resource show qp`) is joined to it whatever the jobs. CNP
+  handlers count only while the receiver sends CNPs (a lossy fan-in sends none, and its CNP-handling
+  neighbours are someone else's senders). A sender is kept unless it runs other jobs than the receiver's
+  and no sampled flow or QP joins them (an RDMA connection joins two ranks of one job; storage and
+  checkpoint servers run no placed job).
 """
 
 from __future__ import annotations
@@ -233,6 +235,20 @@ def _flows_to(
     return out
 
 
+def _connected_to(ctx: Context, receiver: tuple[str, str]) -> dict[tuple[str, str], int]:
+    """NICs with an RDMA connection (a QP, from `qp_owners`) to the receiver NIC's address, and how many QPs."""
+    ep = ctx.frames.endpoints()
+    mine = {ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if (h, n) == receiver and ip}
+    qps = ctx.frames.qp_peers()
+    if not mine or qps.is_empty():
+        return {}
+    out: dict[tuple[str, str], int] = {}
+    for host, rdma in qps.filter(pl.col("dest_ip").is_in(sorted(mine))).select("host", "rdma_dev").iter_rows():
+        nic = (host, ctx.fabric.iface(host, f"{rdma}/1"))
+        out[nic] = out.get(nic, 0) + 1
+    return out
+
+
 def fan_in(
     ctx: Context, device: str, port: str, priority: int, start: dt.datetime, end: dt.datetime, p: FanInParams
 ) -> FanIn | None:
@@ -268,6 +284,9 @@ def fan_in(
     packets = _flows_to(ctx, receiver, start, end)
     if packets:
         sources.add("packets")
+    qps = _connected_to(ctx, receiver)
+    if qps:
+        sources.add("qp_owners")
     host_jobs = fabric.jobs_on_nic(*receiver, start, end)
     senders = []
     for nic in sorted(set(found) | set(packets)):
@@ -276,8 +295,8 @@ def fan_in(
             continue
         seen = packets.get(nic, 0)
         theirs = fabric.jobs_on_nic(host, netdev, start, end)
-        if not seen and host_jobs and theirs and not host_jobs & theirs:
-            continue  # placed in other jobs only, no flow seen: congested for another reason
+        if not seen and not qps.get(nic) and host_jobs and theirs and not host_jobs & theirs:
+            continue  # in other jobs only, no flow or QP joins it to the receiver: congested for another reason
         rate, us, frames_per_s = found.get(nic, [0.0, 0.0, 0.0])
         leaf_port = fabric.peer(host, netdev)
         ref = f"{leaf_port[0]}:{leaf_port[1]}" if leaf_port else f"{host}:{netdev}"

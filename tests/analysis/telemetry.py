@@ -66,6 +66,7 @@ class Telemetry:
     counters: list[tuple[dt.datetime, str, str, str, int, str, float]] = field(default_factory=list)
     links: list[tuple[str, str, str, str]] = field(default_factory=list)
     endpoints: list[tuple[str, str, str, str, str, int]] = field(default_factory=list)
+    qps: list[tuple[str, str, str]] = field(default_factory=list)
 
     @property
     def window(self) -> Window:
@@ -116,6 +117,10 @@ class Telemetry:
     def endpoint(self, job: str, host: str, netdev: str, rdma_dev: str, ip: str, rank: int) -> None:
         self.endpoints.append((job, host, netdev, rdma_dev, ip, rank))
 
+    def qp(self, host: str, rdma_dev: str, dest_ip: str) -> None:
+        """An RDMA connection (a QP owner row, as eBPF or `rdma resource show qp` gives it)."""
+        self.qps.append((host, rdma_dev, dest_ip))
+
     def land(self, store: Store) -> None:
         rows = self.counters
         table = pa.table(
@@ -163,3 +168,20 @@ class Telemetry:
             }
             table = pa.table(ep)
             store.insert("endpoints", pa.Table.from_batches([conform("endpoints", table)]))
+        if self.qps:
+            n = len(self.qps)
+            qp = {
+                "host": [r[0] for r in self.qps],
+                "rdma_dev": [r[1] for r in self.qps],
+                "qpn": pa.array(range(100, 100 + n), pa.uint32()),
+                "dest_qpn": pa.array(range(200, 200 + n), pa.uint32()),
+                "dest_ip": [r[2] for r in self.qps],
+                "pid": pa.array([4242] * n, pa.uint32()),
+                "comm": ["reader"] * n,
+                "cgroup": [""] * n,
+                "job_id": [""] * n,
+                "seen_at": pa.array([seen] * n, pa.timestamp("ns", tz="UTC")),
+                "dest_gid": [""] * n,
+                "udp_sport": pa.array([49152 + i for i in range(n)], pa.uint16()),
+            }
+            store.insert("qp_owners", pa.Table.from_batches([conform("qp_owners", pa.table(qp))]))

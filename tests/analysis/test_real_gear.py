@@ -243,3 +243,26 @@ def test_a_clean_hour_with_a_switch_and_a_nic_reboot_finds_nothing(store: Store,
         t.gauge("leaf1", "switch", PORTS[host], "queue_watermark_bytes", steps(base=2e5), Clock(60.0, 0.5), 3)
     t.land(store)
     assert found(store, t) == []
+
+
+def test_senders_of_another_job_count_when_their_qps_reach_the_receiver(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 200)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        job = "team-a/train" if host == "gpu-09" else "team-s/storage"  # checkpoint readers of another team
+        t.endpoint(job, host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        t.counter("leaf1", "switch", PORTS[host], "rx_bytes", steps(base=0.2 * LINE), PORT_CLOCK)
+    receiver, on = "gpu-09", (50.0, 140.0)
+    for i, host in enumerate(HOSTS, start=1):
+        tx = steps((*on, 0.97 * LINE), base=0.2 * LINE) if host == receiver else steps(base=0.2 * LINE)
+        t.counter("leaf1", "switch", PORTS[host], "tx_bytes", tx, PORT_CLOCK)
+        if host != receiver:
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, 300.0)), nic_clock(i))
+            if i <= 5:
+                t.qp(host, "mlx5_0", "10.0.0.9")  # only five of them talk to the receiver
+    t.counter(receiver, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 2500.0)), nic_clock(9))
+    t.land(store)
+
+    (incast,) = found(store, t, "incast")
+    assert {s["nic"] for s in incast.evidence["senders"]} == {f"gpu-0{i}:eth0" for i in range(1, 6)}
+    assert "qp_owners" in incast.evidence["sender_sources"]
