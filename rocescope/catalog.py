@@ -13,10 +13,15 @@ Conventions:
   SNMP OID index, the gNMI list key (`pfc-priority[index=3]`, `queue[name=...]`) or, for Cumulus,
   the RoCE/CNP traffic class from `nv show qos roce`. The collector fills it in.
 * A few raw values need a factor to reach the metric's unit (IB data counters are in 4-byte
-  words, ifHighSpeed is in Mb/s, Mellanox Onyx pause durations are in ms): see `scale()`.
+  words, ifHighSpeed and SONiC's port `speed` are in Mb/s, Mellanox Onyx pause durations are in ms):
+  see `scale()`. Port speeds may also come as words (OpenConfig `SPEED_400GB`, SR Linux `400G`): the
+  collectors read those (`rocescope.collectors.gnmi.values`).
+* SONiC names are of two kinds: COUNTERS_DB fields (`sonic_sai`: the SAI stat or PFC_WD field, whose
+  object key names the port and queue) and the port tables of APPL_DB/STATE_DB (`PORT_TABLE`) and
+  CONFIG_DB (`PORT`) as `TABLE/field` (`sonic_db`).
 * Every name below was checked against real device output (tests/fixtures/realdata) or, where
   the sample device does not expose it, against the driver/MIB/YANG documentation; the test
-  `tests/test_catalog.py` lists the latter with the reason.
+  `tests/catalog/test_names.py` lists the latter with the reason.
 """
 
 from __future__ import annotations
@@ -37,6 +42,7 @@ VENDORS: tuple[str, ...] = (
     "ice",  # ice `ethtool -S` port-level `*.nic` statistics
     "i40e",  # i40e `ethtool -S` port-level `port.*` statistics
     "sonic_sai",  # SONiC COUNTERS_DB field names (SAI stat ids, PFC_WD_* fields)
+    "sonic_db",  # SONiC port tables as `TABLE/field`: APPL_DB/STATE_DB PORT_TABLE, CONFIG_DB PORT
     "openconfig",  # paths w/o module prefixes under /interfaces/interface or .../output/queues/queue
     "srlinux",  # paths under /interface, /qos/interfaces/interface or its output/queues/queue
     "cumulus",  # NVUE `nv show interface <if> qos roce counters` keys joined with '/'
@@ -56,6 +62,9 @@ class Metric:
     per_priority: bool = False
     #: raw name (as written in `vendor_names`, `{p}` included) -> factor to reach `unit`.
     scales: Mapping[str, float] = field(default_factory=dict)
+    #: A reading of a setting where zero (or less) means "not known" (a port speed not negotiated, ifHighSpeed
+    #: 0): collectors skip such a value and count it as non-numeric, never store it.
+    zero_is_unknown: bool = False
 
 
 def _m(
@@ -65,12 +74,13 @@ def _m(
     description: str,
     per_priority: bool = False,
     scales: Mapping[str, float] | None = None,
+    zero_is_unknown: bool = False,
     **vendor_names: tuple[str, ...],
 ) -> Metric:
     unknown = set(vendor_names) - set(VENDORS)
     if unknown:
         raise ValueError(f"{name}: unknown vendor(s) {sorted(unknown)}")
-    return Metric(name, unit, kind, description, dict(vendor_names), per_priority, dict(scales or {}))
+    return Metric(name, unit, kind, description, dict(vendor_names), per_priority, dict(scales or {}), zero_is_unknown)
 
 
 #: THE catalog. Counters are monotonically increasing (rates are derived downstream with
@@ -374,10 +384,15 @@ METRICS: tuple[Metric, ...] = (
        "RoCEv2 packets the kernel received (XDP) by dest QP, ECN and BTH opcode; "
        "port = `<netdev>/qp<n>/ecn<e>/op<o>`."),
     # --- link state and PHY
-    _m("port_speed_bps", "bps", "gauge", "Port speed (ifHighSpeed is in Mb/s: scaled by 1e6).",
-       scales={"ifHighSpeed": 1e6}, snmp=("ifHighSpeed",)),
+    _m("port_speed_bps", "bps", "gauge",
+       "Port speed; ifHighSpeed and SONiC's speed are in Mb/s (scaled by 1e6), OpenConfig identities "
+       "(SPEED_400GB) and SR Linux enums (400G) are read as their bit rate; an unknown speed gives no row.",
+       scales={"ifHighSpeed": 1e6, "PORT_TABLE/speed": 1e6, "PORT/speed": 1e6}, zero_is_unknown=True,
+       openconfig=("ethernet/state/port-speed", "ethernet/state/negotiated-port-speed"),
+       srlinux=("ethernet/port-speed",), sonic_db=("PORT_TABLE/speed", "PORT/speed"), snmp=("ifHighSpeed",)),
     _m("oper_up", "bool", "gauge", "1 when the link is operationally up (collector maps enum states to 0/1).",
-       openconfig=("state/oper-status",), srlinux=("oper-state",), snmp=("ifOperStatus",)),
+       openconfig=("state/oper-status",), srlinux=("oper-state",), sonic_db=("PORT_TABLE/oper_status",),
+       snmp=("ifOperStatus",)),
     _m("link_down_events", "events", "counter", "Transitions of the link to down (flaps).",
        mlx5=("link_down_events_phy",), bnxt=("link_down_events",), ib_port=("link_downed",)),
     _m("carrier_transitions", "events", "counter", "Link up/down transitions, both directions.",

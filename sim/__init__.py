@@ -8,12 +8,18 @@
 `stepper.py`: the engine's mechanics: arrays over time, paths, clock, scheduled actions, snapshots
 `arrays.py`: the kernel's arrays built from topology, jobs and flows; routed paths written into them
 `kernel.py`: the compiled time step (numba)
+`pfcwd.py`: SONiC's PFC watchdog on the switches' lossless queues (detection, drop/forward, restoration)
 `counters.py`: what the simulated devices report, as columnar snapshots
 `incidents.py`: a scenario to a running world: engine, incidents armed, ground truth
+`traffic.py`: the extra traffic incidents and `traffic:` entries put on the wire (fan-in, elephants, storage)
+`arming.py`: incidents armed on the engine, and the ground truth each one yields
 `mirror.py`: the packet mirror: sampled RoCEv2 packets as rows and pcapng files
+`profile.py`: deployment profiles (switch side, NIC side, clocks, LLDP side) as small YAML; `profiles/` the shipped ones
+`portnames.py`: port and RDMA device names as each switch OS and NIC driver spells them
+`gear.py`: a profile applied to a fast-path run: names, metrics, cadence, device clocks, LLDP side, ground truth
 `run.py`: the fast path: a scenario's telemetry straight into the store through the pipeline
 `serve.py`: a scenario served over the protocols and collected back in lockstep
 `collection.py`: the collectors of a served run (NIC fleet, SNMP speeds, LLDP links, mirror files)
 `facades/`: what the fabric serves to real collectors, one module per protocol
-`evaluate.py`: the evaluation harness: detectors scored against ground truth
+`evaluate.py`: the evaluation harness: detectors scored strictly against ground truth, per profile
 """

@@ -1,10 +1,13 @@
 """The collection side of a served run: the real collectors, set up to read the facades in lockstep.
 
 `HostViewHost` reads a host view as a live host; `NicFleet` runs a NIC collector per host in a child
-process (as on real hosts, they do not share the simulator's CPU); `SnmpSpeeds` walks ifHighSpeed of
-every switch (rows re-stamped with the fabric tick the agents served); `publish_links` runs the LLDP
-collector over each device's lldpcli JSON; `collect_pcap` lands a rotated mirror file as
-`rocescope collect pcap FILE --sampling-rate N` would.
+process (as on real hosts, they do not share the simulator's CPU), each host polled when its NIC counters
+are read and its rows stamped on that host's clock; `SnmpPolls` polls switches over SNMP for some objects
+(ifHighSpeed of every switch, or the objects a profile's switches serve over SNMP only, such as Arista's
+ARISTA-PFC-MIB), rows re-stamped with the device's stamp of the read the agents served; `publish_links`
+runs the LLDP collector over the side the profile's LLDP comes from (each host's lldpcli JSON; each switch's
+openconfig-lldp over gNMI; the ideal profile: every device's lldpcli JSON); `collect_pcap` lands a rotated
+mirror file as `rocescope collect pcap FILE --sampling-rate N` would.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import asyncio
 import contextlib
 import datetime as dt
 import json
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +33,9 @@ from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import Producer
 from rocescope.sim.facades.lldp import lldp_neighbors_json
 from rocescope.sim.facades.server import FabricServer
-from rocescope.sim.incidents import World
-from rocescope.sim.run import SOURCE, publish_table
 from rocescope.sim.scenario import Mirror
 
-__all__ = ["HostViewHost", "NicFleet", "SnmpSpeeds", "collect_pcap", "epoch_ns", "publish_links"]
+__all__ = ["HostViewHost", "NicFleet", "SnmpPolls", "collect_pcap", "epoch_ns", "publish_links"]
 
 
 class HostViewHost(SysfsNicHost):
@@ -51,29 +53,35 @@ class HostViewHost(SysfsNicHost):
             raise NicReadError(f"{netdev}: Cannot get stats strings information: No such device") from exc
 
 
-class SnmpSpeeds:
-    """ifHighSpeed of every switch over SNMP, on a loop of its own; rows re-stamped with the fabric tick."""
+class SnmpPolls:
+    """Switches polled over SNMP for some MIB objects, on a loop of its own; each device's rows re-stamped with
+    the stamp (ns) of the read the agent served (a real poller stamps when the answer arrives)."""
 
-    def __init__(self, server: FabricServer) -> None:
+    def __init__(self, server: FabricServer, objects: Sequence[str]) -> None:
         from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 
         devices = [
             SnmpDevice.from_mapping({"name": n, "host": a.host, "port": a.port, "community": a.community})
             for n, a in server.snmp.items()
         ]
-        self.collector = SnmpCollector(devices, objects=("ifHighSpeed",), optional_objects=(), slow_objects=())
+        self.collector = SnmpCollector(devices, objects=tuple(objects), optional_objects=(), slow_objects=())
         self.loop = asyncio.new_event_loop()
 
-    def poll(self, ts: dt.datetime) -> list[Batch]:
+    def poll(self, stamps: Mapping[str, int]) -> list[Batch]:
+        """One poll of these devices (name -> stamp of the read, ns since the epoch)."""
+
+        async def all_of() -> list[Batch | None]:
+            return list(await asyncio.gather(*(self.collector.poll_device(n) for n in stamps)))
+
         out = []
-        for batch in self.loop.run_until_complete(self.collector.poll_all()).values():
+        for name, batch in zip(stamps, self.loop.run_until_complete(all_of()), strict=True):
             if batch is None:
                 continue
             data = batch.data
-            stamp = pa.array(np.full(batch.num_rows, epoch_ns(ts), np.int64), pa.int64()).view(
+            stamp = pa.array(np.full(batch.num_rows, stamps[name], np.int64), pa.int64()).view(
                 data.schema.field("ts").type
             )
-            cols = [stamp if name == "ts" else data.column(name) for name in data.schema.names]
+            cols = [stamp if col == "ts" else data.column(col) for col in data.schema.names]
             out.append(Batch(batch.stream, pa.RecordBatch.from_arrays(cols, schema=data.schema), batch.key))
         return out
 
@@ -89,8 +97,9 @@ class SnmpSpeeds:
 
 class NicFleet:
     """The hosts' NIC collectors in a child process (as on real hosts, they do not share the simulator's
-    CPU): `poll(ts)` asks for one round over the host views, `collect()` returns its Batches. The
-    driver rewrites the host views only after `collect()`, so a round always reads one tick."""
+    CPU): `poll(stamps)` asks for one round over the host views of these hosts (host -> the stamp of its read,
+    ns since the epoch, on its own clock), `collect()` returns its Batches. The driver rewrites the host views
+    only after `collect()`, so a round always reads one tick."""
 
     def __init__(self, roots: dict[str, Path]) -> None:
         import multiprocessing as mp
@@ -102,8 +111,10 @@ class NicFleet:
         child.close()
         self._pending = False
 
-    def poll(self, ts: dt.datetime) -> None:
-        self._conn.send(epoch_ns(ts))
+    def poll(self, stamps: Mapping[str, int]) -> None:
+        if not stamps:
+            return
+        self._conn.send(dict(stamps))
         self._pending = True
 
     def collect(self) -> list[Batch]:
@@ -128,19 +139,21 @@ class NicFleet:
 
 
 def _nic_worker(conn: Any, roots: dict[str, str]) -> None:
-    """Child process: a NicCollector per host view; per request, one poll of each stamped at the tick."""
-    collectors = [NicCollector(HostViewHost(Path(r)), h) for h, r in roots.items()]
+    """Child process: a NicCollector per host view; per request (host -> stamp), one poll of each host named,
+    its rows stamped with its stamp."""
+    collectors = {h: NicCollector(HostViewHost(Path(r)), h) for h, r in roots.items()}
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     while True:
         try:
-            ts_ns = conn.recv()
+            stamps = conn.recv()
         except EOFError:
             return
-        if ts_ns is None:
+        if stamps is None:
             return
-        ts = epoch + dt.timedelta(microseconds=ts_ns // 1000)
         try:
-            out = [(c.hostname, c.poll(ts).data) for c in collectors]
+            out = [
+                (h, collectors[h].poll(epoch + dt.timedelta(microseconds=ns // 1000)).data) for h, ns in stamps.items()
+            ]
         except Exception as exc:  # reported to the driver, which fails the run
             conn.send(f"{type(exc).__name__}: {exc}")
             return
@@ -152,22 +165,29 @@ def epoch_ns(ts: dt.datetime) -> int:
     return (ts - dt.datetime(1970, 1, 1, tzinfo=dt.UTC)) // dt.timedelta(microseconds=1) * 1000
 
 
-def publish_links(world: World, producer: Producer, rows: dict[str, int]) -> str:
-    """`links` through the LLDP collector over each device's lldpcli JSON (falls back to the topology)."""
-    try:
-        from rocescope.collectors.lldp.collector import LldpCollector
-        from rocescope.collectors.lldp.sources import HostLldp, LldpcliOutput
-    except ImportError:
-        publish_table(producer, "links", world.topology.links_arrow(world.start, SOURCE), SOURCE, rows)
-        return "topology"
-    sources = [
-        HostLldp(d.name, LldpcliOutput(json.dumps(lldp_neighbors_json(world.topology, d.name)).encode()))
-        for d in world.topology.devices
+def publish_links(server: FabricServer, producer: Producer, rows: dict[str, int]) -> str:
+    """`links` through the LLDP collector, from the side the profile's LLDP comes from: each host's lldpcli
+    JSON and each switch's openconfig-lldp over gNMI (the ideal profile: every device's lldpcli JSON);
+    returns where they came from."""
+    from rocescope.collectors.lldp.collector import LldpCollector
+    from rocescope.collectors.lldp.sources import GnmiLldpSource, HostLldp, LldpcliOutput, LldpSource
+
+    world, gear = server.world, server.gear
+    topo = world.topology
+    names = None if gear.names.identity else gear.names
+    if gear.identity:
+        side, cli = "every device", [d.name for d in topo.devices]
+    else:
+        side = gear.profile.lldp
+        cli = [d.name for d in topo.devices if d.role == "host"] if side in ("both", "hosts") else []
+    sources: list[LldpSource] = [
+        HostLldp(d, LldpcliOutput(json.dumps(lldp_neighbors_json(topo, d, names)).encode())) for d in cli
     ]
+    sources += [GnmiLldpSource(t) for t in server.lldp_targets()]
     for batch in LldpCollector(sources).poll_once(world.start):
         producer.publish(batch)
         rows["links"] = rows.get("links", 0) + batch.num_rows
-    return "lldp"
+    return side
 
 
 def collect_pcap(path: Path, spec: Mirror, producer: Producer) -> int:

@@ -101,6 +101,14 @@ SERIES: tuple[Series, ...] = (
     Series("out_of_sequence", "pc", K.C_OOS, "rdma"),
     Series("packet_seq_err", "pc", K.C_SEQ_ERR, "rdma"),
 )
+#: SONiC's PFC watchdog counters (COUNTERS_DB `PFC_WD_QUEUE_STATS_*` of each lossless queue): reported only
+#: where the watchdog runs (`EngineParams.pfcwd`), as SONiC creates them only for watched queues.
+PFCWD_SERIES: tuple[Series, ...] = (
+    Series("pfcwd_storm_detected", "pq", K.Q_WD_DETECTED, "switch"),
+    Series("pfcwd_storm_restored", "pq", K.Q_WD_RESTORED, "switch"),
+    Series("pfcwd_tx_dropped_packets", "pq", K.Q_WD_TX_DROP, "switch"),
+    Series("pfcwd_rx_dropped_packets", "pq", K.Q_WD_RX_DROP, "switch"),
+)
 
 
 def raw_name_template(metric: str, style: PortStyle) -> tuple[str, str]:
@@ -164,7 +172,7 @@ class SnapshotPlan:
             cols["counter"].append(np.full(n, 1 if counter else 0, np.int64))
             cols["idx"].append(idx.astype(np.int64))
 
-        for s in SERIES:
+        for s in SERIES + (PFCWD_SERIES if params.pfcwd else ()):
             meta = METRICS_BY_NAME[s.metric]
             _, template = raw_name_template(s.metric, s.style)
             counter = meta.kind == "counter"
@@ -177,6 +185,8 @@ class SnapshotPlan:
             role = 0 if s.style == "switch" else 1
             port_codes = (rdma if s.style == "rdma" else iface)[ids]
             prios = params.report_priorities if meta.per_priority else (-1,)
+            if s in PFCWD_SERIES:
+                prios = (params.lossless_priority,)
             for q in prios:
                 raw = template.replace("{p}", str(q)) if q >= 0 else template
                 qq = max(q, 0)

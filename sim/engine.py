@@ -89,7 +89,17 @@ rising linearly to Pmax at Kmax, 1 above. A flow's CE fraction over its path is
 packets in a step, `W (1 - exp(-m / W))` CNPs with `W = dt / cnp_interval`, emitted as whole CNPs
 through a per-flow remainder. The sender (reaction point) handles them (`rp_cnp_handled`) unless
 the CNP-loss knob of that NIC drops a fraction (sent but never handled; optionally counted as
-`rp_cnp_ignored`).
+`rp_cnp_ignored`). CNPs travel back by the data's path reversed (out of each switch by the port the
+data came in by) in a strict-priority queue that never drops, unless a switch maps them to a lossy
+queue (`cnp_queue`): there they are dropped at the share of its arrivals that queue tail-drops in the
+step (it drops only while lossy traffic congests it), counted as its queue drops (78-byte frames).
+
+PFC watchdog
+------------
+Off by default (`EngineParams.pfcwd`). When on, SONiC's watchdog polls every switch port's lossless
+queue between steps and mitigates the queues it finds stormed (`rocescope.sim.pfcwd`): with the drop
+action their lossless bytes (queued, arriving, and what their peer sends in) are discarded and
+retransmitted by the senders, and pauses from the peer no longer hold anything back.
 
 DCQCN (Zhu et al., SIGCOMM 2015) per QP: each handled CNP cuts `RT = RC; RC *= 1 - alpha/2;
 alpha = (1-g) alpha + g` and restarts the increase stages; alpha decays by `(1-g)` per alpha period
@@ -112,7 +122,8 @@ Simplifications (on purpose)
 Per-flow FIFO shares are proportional (a fluid queue), so a flow's last bytes behind a persistent
 queue drain geometrically; an iteration ends when every flow has less than one packet left.
 ACKs, CNP bytes and the reverse direction of RC traffic are not put on the wire (the packet mirror,
-`rocescope.sim.mirror`, samples ACKs and CNPs from the per-flow totals, `flow_totals`). When a flow is
+`rocescope.sim.mirror`, samples ACKs and CNPs from the per-flow totals, `flow_totals`; CNPs
+lost in the fabric are counted, not queued). When a flow is
 rerouted, its bytes queued past the point where the paths diverge are dropped if their port went
 down, else delivered at once. PFC reacts and CNPs return within the step (real: microseconds). The
 PFC headroom is not modeled (holding upstream is exact), so `pg_headroom` counters are not reported.
@@ -218,6 +229,25 @@ class Engine(Stepper):
         def off() -> None:
             self._net.cnp_loss[pid] = 0.0
             self._net.cnp_ignore[pid] = False
+
+        self._when(start, end, on, off)
+
+    def cnp_queue(self, switch: str, priority: int, start: float | None = None, end: float | None = None) -> None:
+        """Misconfiguration: `switch` maps the CNP DSCP (48) to the lossy queue `priority` instead of its own
+        strict-priority queue; where that queue tail-drops (congested by lossy traffic), it drops CNPs at the
+        same rate (counted as its queue drops), and their senders never see them."""
+        if switch not in self._sw_index:
+            raise SimError(f"{switch} is not a switch")
+        q = self._prio(priority)
+        if q == self.params.lossless_priority:
+            raise SimError("CNPs in the lossless queue are never dropped; give a lossy priority")
+        s = self._sw_index[switch]
+
+        def on() -> None:
+            self._net.cnp_q[s] = q
+
+        def off() -> None:
+            self._net.cnp_q[s] = -1
 
         self._when(start, end, on, off)
 

@@ -114,7 +114,19 @@ Q_ECN_MARKED = 9
 Q_DROP_PKTS = 10  # egress queue drops
 Q_DROP_BYTES = 11
 Q_PG_DROP = 12  # ingress priority-group drops
-NQC = 13
+Q_WD_TX_DROP = 13  # PFC watchdog: egress packets its drop action discarded on a stormed queue
+Q_WD_RX_DROP = 14  # PFC watchdog: ingress packets discarded from the stormed queue's peer
+Q_WD_DETECTED = 15  # PFC watchdog: storms detected (written by rocescope.sim.pfcwd)
+Q_WD_RESTORED = 16  # PFC watchdog: storms restored
+NQC = 17
+
+# PFC watchdog state of an egress queue (Net.wd): operational, or stormed with the drop or forward action
+WD_OFF = 0
+WD_DROP = 1
+WD_FORWARD = 2
+
+#: Bytes of one CNP on the wire (Ethernet 14 + IPv4 20 + UDP 8 + BTH 12 + 16 reserved + ICRC 4 + FCS 4).
+CNP_WIRE_BYTES = 78.0
 
 # job phases
 COMPUTE = 0
@@ -135,6 +147,8 @@ class Net(NamedTuple):
     refresh: np.ndarray  # float64[P] seconds between pause frames this port sends while XOFF
     cnp_loss: np.ndarray  # float64[P] (NIC ports) fraction of CNPs for this sender never handled
     cnp_ignore: np.ndarray  # bool[P] (NIC ports) lost CNPs count as received-but-ignored
+    wd: np.ndarray  # int64[8, P] PFC watchdog state of the egress queue (WD_*), set by rocescope.sim.pfcwd
+    cnp_q: np.ndarray  # int64[S] the queue a switch puts CNPs in when it is a lossy one that can drop; -1: none
     active: np.ndarray  # int64[] priorities that carry traffic or can be paused
     path: np.ndarray  # int64[F, H] egress port per hop, -1 padded
     nh: np.ndarray  # int64[F] hops
@@ -200,6 +214,7 @@ class State(NamedTuple):
     acc_lost: np.ndarray  # float64[8, P]
     acc_mark: np.ndarray  # float64[8, P]
     pmark: np.ndarray  # float64[8, P] ECN mark probability this step
+    lshare: np.ndarray  # float64[8, P] share of this step's arrivals a lossy queue tail-dropped (CNPs there too)
     qwm: np.ndarray  # float64[8, P] egress queue peak since last read
     pgwm: np.ndarray  # float64[8, P] ingress PG peak since last read
     bufwm: np.ndarray  # float64[S] shared buffer peak since last read
@@ -546,6 +561,64 @@ def _finish_iterations(
         jend[j] = end + jcompute[j]
 
 
+@inline
+def _wd_discard(
+    f: int, h: int, pkt: float, p: int, at_egress: bool, lossless: int, path: Arr, nh: Arr, ingr: Arr, sw: Arr,
+    peer: Arr, prio: Arr, qf: Arr, arr: Arr, qlen: Arr, occ: Arr, used: Arr, tot_dropped: Arr, remaining: Arr,
+    pc: Arr, pq: Arr,
+) -> None:  # fmt: skip
+    """The PFC watchdog's drop action on a stormed queue: flow f's bytes at hop h (queued there and
+    arriving) are discarded, at the stormed egress queue (`at_egress`) or at the ingress of the stormed
+    port (what its peer sends in); the sender retransmits them."""
+    q = prio[f]
+    i = ingr[f, h]
+    b = qf[f, h]
+    if b != 0.0:
+        qlen[q, p] -= b
+        occ[q, i] -= b
+        used[sw[p]] -= b
+    x = b + arr[f, h]
+    qf[f, h] = 0.0
+    arr[f, h] = 0.0
+    if x <= 0.0:
+        return
+    tot_dropped[f] += x
+    remaining[f] += x
+    if at_egress:
+        pq[p, q, Q_DROP_PKTS] += x / pkt
+        pq[p, q, Q_DROP_BYTES] += x
+        pq[p, q, Q_WD_TX_DROP] += x / pkt
+    else:
+        pc[i, C_RX_DISCARDS] += x / pkt
+        pq[i, q, Q_PG_DROP] += x / pkt
+        pq[i, q, Q_WD_RX_DROP] += x / pkt
+    _lost_packets(pkt, x, f, prio, lossless, path, nh, peer, pc)
+
+
+@inline
+def _cnp_fabric_drops(
+    f: int, n: float, n_hops: int, path: Arr, peer: Arr, sw: Arr, cnp_q: Arr, lshare: Arr, pq: Arr
+) -> float:
+    """CNPs of flow f on their way back (receiver to sender: out of each switch by the port the data
+    came in by) through switches that put them in a lossy queue: that queue drops the share of its
+    arrivals it tail-dropped this step. Returns the CNPs that reach the sender."""
+    for k in range(n_hops - 2, -1, -1):
+        e = peer[path[f, k]]
+        s = sw[e]
+        if s < 0:
+            continue
+        q = cnp_q[s]
+        if q < 0:
+            continue
+        d = lshare[q, e]
+        if d > 0.0:
+            x = n * d
+            pq[e, q, Q_DROP_PKTS] += x
+            pq[e, q, Q_DROP_BYTES] += x * CNP_WIRE_BYTES
+            n -= x
+    return n
+
+
 @jit
 def _fold_counters(
     pkt: float, lossless: int, active: Arr, peer: Arr, sw: Arr, acc_tx: Arr, acc_lost: Arr, acc_mark: Arr,
@@ -641,6 +714,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     refresh = net.refresh
     cnp_loss = net.cnp_loss
     cnp_ignore = net.cnp_ignore
+    wd = net.wd
+    cnp_q = net.cnp_q
     active = net.active
     path = net.path
     nh = net.nh
@@ -694,6 +769,7 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     acc_lost = st.acc_lost
     acc_mark = st.acc_mark
     pmark = st.pmark
+    lshare = st.lshare
     qwm = st.qwm
     pgwm = st.pgwm
     bufwm = st.bufwm
@@ -754,6 +830,15 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
         for a in range(nact):
             if forced[active[a], p] > 0.0:
                 storming = True
+    # PFC watchdog mitigating a storm somewhere; switches that put CNPs in a lossy queue
+    wd_on = False
+    for p in range(P):
+        if wd[lossless, p] != WD_OFF:
+            wd_on = True
+    cnp_lossy = False
+    for x in range(cnp_q.shape[0]):
+        if cnp_q[x] >= 0:
+            cnp_lossy = True
 
     # the engine may have changed paths, knobs or queues since the last call: resynchronize
     _aggregate(active, path, nh, prio, ingr, delayed, sw, qf, pend, qlen, occ, pend_in, used)
@@ -854,6 +939,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                 if sw[i] >= 0 and q == lossless and pfc_on[q, i] and xoff[q, i]:
                     xo = pfc_alpha * max(0.0, buffer - used[sw[i]])
                     b = min(b, max(0.0, xo - occ[q, i] - pend_in[q, i] + drain_prev[q, i] * dt))
+                if wd_on and wd[q, u] != WD_OFF:
+                    b = INF  # the watchdog stormed the queue: pauses are ignored (forwarded or dropped)
                 budget[q, u] = b
 
         # --- senders offer min(rate, line) while their iteration has bytes left; the active set is
@@ -900,6 +987,14 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                 h = oh[e]
                 if h > 0:
                     arr[f, h] = pend[f, h] if delayed[f, h] else dep[f, h - 1]
+                    if (
+                        wd_on
+                        and prio[f] == lossless
+                        and (wd[lossless, p] == WD_DROP or wd[lossless, ingr[f, h]] == WD_DROP)
+                    ):
+                        _wd_discard(f, h, pkt, p, wd[lossless, p] == WD_DROP, lossless, path, nh, ingr, sw, peer,
+                                    prio, qf, arr, qlen, occ, used, tot_dropped, remaining, pc, pq)  # fmt: skip
+                        continue
                 tot_q[prio[f]] += qf[f, h] + arr[f, h]
             _waterfill(tot_q, want, serve, active, budget, p, cap[p] * dt)
             q_before = qlen[lossless, p]
@@ -954,6 +1049,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                 if total <= 0.0:
                     continue
                 share = min(1.0, excess / total)
+                if cnp_lossy:
+                    lshare[q, p] = share
                 for e in range(lo, hi):
                     f = of[e]
                     h = oh[e]
@@ -1045,13 +1142,16 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                             pc[dst, C_CNP_SENT] += n
                             tot_cnp[f] += n
                             src = path[f, 0]
-                            keep = n * (1.0 - cnp_loss[src])
+                            arrive = float(n)
+                            if cnp_lossy:
+                                arrive = _cnp_fabric_drops(f, arrive, n_hops, path, peer, sw, cnp_q, lshare, pq)
+                            keep = arrive * (1.0 - cnp_loss[src])
                             hand_credit[f] += keep
                             n_handled = math.floor(hand_credit[f] + 1e-9)
                             hand_credit[f] -= n_handled
                             pc[src, C_CNP_HANDLED] += n_handled
                             if cnp_ignore[src]:
-                                pc[src, C_CNP_IGNORED] += n - keep
+                                pc[src, C_CNP_IGNORED] += arrive - keep
             last_cnp[f] = n_handled
             if dcqcn_on and q == lossless:
                 _dcqcn_cut(f, n_handled, dt, decay, prm, rc, rt, alpha, tstage, bstage, tacc, bacc)
@@ -1136,6 +1236,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
                 drain[q, i] = 0.0
                 ret[q, i] = 0.0
                 pmark[q, i] = 0.0
+                if cnp_lossy:
+                    lshare[q, i] = 0.0
         for s in range(used.shape[0]):
             if used[s] > bufwm[s]:
                 bufwm[s] = used[s]

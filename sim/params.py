@@ -7,6 +7,7 @@ kernel reads the numbers from one float64 vector (`to_array`), laid out by the `
 from __future__ import annotations
 
 from dataclasses import dataclass, fields
+from typing import Literal
 
 import numpy as np
 import numpy.typing as npt
@@ -16,6 +17,9 @@ from rocescope.errors import SimError
 KB = 1000
 MB = 1000 * KB
 MiB = 1 << 20
+
+#: What SONiC's PFC watchdog does with a stormed queue (CONFIG_DB `PFC_WD|<port>` `action`).
+PfcWdAction = Literal["drop", "forward", "alert"]
 
 # Layout of the parameter vector the kernel reads (module constants: numba folds them).
 P_DT = 0
@@ -98,6 +102,13 @@ class EngineParams:
     pause_refresh_fraction: float = 0.5
     #: Priorities reported in snapshots (per-priority metrics); the model tracks all 8.
     report_priorities: tuple[int, ...] = (0, 3)
+    #: SONiC's PFC watchdog on every switch port's lossless queue (`rocescope.sim.pfcwd`), off by default;
+    #: SONiC's defaults: detection and restoration 200 ms, polled every 200 ms, action drop.
+    pfcwd: bool = False
+    pfcwd_detection_s: float = 0.2
+    pfcwd_restoration_s: float = 0.2
+    pfcwd_poll_s: float = 0.2
+    pfcwd_action: PfcWdAction = "drop"
 
     def __post_init__(self) -> None:
         def bad(msg: str) -> SimError:
@@ -129,6 +140,12 @@ class EngineParams:
             raise bad("pause_refresh_fraction must be in (0, 1]")
         if any(not 0 <= p <= 7 for p in self.report_priorities) or not self.report_priorities:
             raise bad("report_priorities must be non-empty, each 0..7")
+        if min(self.pfcwd_detection_s, self.pfcwd_restoration_s, self.pfcwd_poll_s) <= 0:
+            raise bad("PFC watchdog times must be positive")
+        if self.pfcwd_poll_s < self.dt_s:
+            raise bad(f"pfcwd_poll_s must be at least dt_s ({self.dt_s} s)")
+        if self.pfcwd_action not in ("drop", "forward", "alert"):
+            raise bad(f"pfcwd_action must be drop, forward or alert, got {self.pfcwd_action!r}")
 
     @property
     def fine_steps(self) -> int:

@@ -7,6 +7,11 @@
 Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
 (start = now - duration): its data is fresh and inside the store's retention.
 
+A deployment profile (`rocescope.sim.profile`: the scenario's `profile:`, or `profile=` here) turns the
+engine's all-knowing snapshots into what that gear reports (`rocescope.sim.gear.Gear`): names, metrics
+that exist, cadence per metric group, device clocks, one LLDP side; the ground truth is renamed alike.
+The `ideal` profile passes everything through untouched.
+
 `simulate` is the same run without any transport (for benchmarks): snapshots are taken and dropped,
 or handed to a callback.
 """
@@ -30,9 +35,11 @@ from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.transport import Producer
 from rocescope.sim.engine import Engine
+from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import FAR_FUTURE, endpoints_arrow
 from rocescope.sim.mirror import PacketMirror, Sampled
+from rocescope.sim.profile import Profile, load_profile
 from rocescope.sim.scenario import Scenario, load_scenario
 
 SOURCE = "sim"
@@ -67,6 +74,7 @@ class RunSummary:
     incidents: list[dict[str, Any]] = field(default_factory=list)
     steps: dict[str, int] = field(default_factory=dict)
     out_dir: Path | None = None
+    profile: str = "ideal"
 
     @property
     def speed(self) -> float:
@@ -81,6 +89,7 @@ class RunSummary:
         return {
             "scenario": self.scenario,
             "seed": self.seed,
+            "profile": self.profile,
             "start": self.start.isoformat(),
             "end": self.end.isoformat(),
             "sim_seconds": self.sim_seconds,
@@ -96,8 +105,8 @@ class RunSummary:
     def lines(self) -> list[str]:
         """A short human summary (for the CLI)."""
         out = [
-            f"scenario {self.scenario} (seed {self.seed}): {self.sim_seconds:g} s of fabric time "
-            f"in {self.wall_seconds:.1f} s ({self.speed:.1f}x), "
+            f"scenario {self.scenario} (seed {self.seed}, profile {self.profile}): {self.sim_seconds:g} s of "
+            f"fabric time in {self.wall_seconds:.1f} s ({self.speed:.1f}x), "
             f"{self.start:%Y-%m-%d %H:%M:%S} to {self.end:%H:%M:%S} UTC",
             "rows published: " + ", ".join(f"{k} {v}" for k, v in self.rows.items()),
         ]
@@ -124,19 +133,32 @@ def job_times(engine: Engine, job_ids: list[str]) -> list[JobTimes]:
     return out
 
 
-def static_tables(world: World) -> dict[str, pa.Table]:
-    """`links`, `endpoints` (each job over its window) and `incidents` of a run, conformed."""
+def static_tables(world: World, gear: Gear | None = None) -> dict[str, pa.Table]:
+    """`links`, `endpoints` (each job over its window) and `incidents` of a run, conformed; as the
+    profile's gear reports them when `gear` is given."""
     start = world.start
     parts = []
     for job in world.jobs:
         lo, hi = world.windows.get(job.job_id, (0.0, world.duration_s))
         valid_to = FAR_FUTURE if hi >= world.duration_s else start + dt.timedelta(seconds=hi)
         parts.append(endpoints_arrow([job], world.topology, start + dt.timedelta(seconds=lo), valid_to))
+    if gear is None:
+        return {
+            "links": world.topology.links_arrow(start, SOURCE),
+            "endpoints": pa.concat_tables(parts),
+            "incidents": world.incidents_arrow(),
+        }
     return {
-        "links": world.topology.links_arrow(start, SOURCE),
-        "endpoints": pa.concat_tables(parts),
-        "incidents": world.incidents_arrow(),
+        "links": gear.links(start, SOURCE),
+        "endpoints": gear.endpoints(pa.concat_tables(parts)),
+        "incidents": gear.incidents(world.incidents_arrow()),
     }
+
+
+def with_profile(scenario: Scenario, profile: Profile) -> Scenario:
+    """The scenario with what the profile sets in the engine (the PFC watchdog) and the profile named."""
+    params = {**scenario.params, **profile.switch.pfc_watchdog.engine_params()}
+    return scenario.model_copy(update={"params": params, "profile": profile.name})
 
 
 def progress_bar(enabled: bool, total: float, label: str) -> Any:
@@ -204,44 +226,58 @@ def run_scenario(
     duration_s: float | None = None,
     out_dir: Path | None = None,
     progress: bool = False,
+    profile: str | Path | Profile | None = None,
 ) -> RunSummary:
     """Run a scenario (shipped name, YAML path, or a loaded `Scenario`) for `duration_s` of fabric
-    time (default: the scenario's), landing everything through the configured transport/store.
+    time (default: the scenario's), landing everything through the configured transport/store, as the
+    deployment `profile` reports it (default: the scenario's `profile:`).
 
     With `out_dir`, writes `ground_truth.json` (and `summary.json`) there. The run ends now.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    prof = load_profile(profile if profile is not None else sc.profile)
+    sc = with_profile(sc, prof)
     duration = float(duration_s if duration_s is not None else sc.duration)
     end = dt.datetime.now(dt.UTC).replace(microsecond=0)
     world = build_world(sc, duration, end - dt.timedelta(seconds=duration))
+    gear = Gear(prof, world)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "ground_truth.json").write_text(json.dumps(world.ground_truth(), indent=2) + "\n")
+        truth = gear.ground_truth(world.ground_truth())
+        (out_dir / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
     rows: dict[str, int] = {}
     t0 = time.perf_counter()
     with publishing(settings) as (producer, _metrics):
-        for stream, table in static_tables(world).items():
+        for stream, table in static_tables(world, gear).items():
             publish_table(producer, stream, table, SOURCE, rows)
         for stream in ("links", "endpoints", "incidents", "counters", "packets"):
             rows.setdefault(stream, 0)
 
-        def land(_ts: dt.datetime, table: pa.Table) -> None:
-            publish_table(producer, "counters", table, SOURCE, rows)
+        def land(ts: dt.datetime, table: pa.Table) -> None:
+            publish_table(producer, "counters", gear.counters(ts, table), SOURCE, rows)
 
         def land_packets(_ts: dt.datetime, sampled: Sampled, mirror: PacketMirror) -> None:
             if sampled.size:
-                publish_table(producer, "packets", mirror.table(sampled), SOURCE, rows)
+                publish_table(producer, "packets", gear.packets(mirror.table(sampled)), SOURCE, rows)
 
         _, polls = simulate(world, land, progress, on_packets=land_packets)
     wall = time.perf_counter() - t0
-    return summarize(world, duration, wall, polls, rows, out_dir)
+    return summarize(world, duration, wall, polls, rows, out_dir, gear)
 
 
 def summarize(
-    world: World, end_s: float, wall: float, polls: int, rows: dict[str, int], out_dir: Path | None
+    world: World,
+    end_s: float,
+    wall: float,
+    polls: int,
+    rows: dict[str, int],
+    out_dir: Path | None,
+    gear: Gear | None = None,
 ) -> RunSummary:
-    """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given."""
+    """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given;
+    its incidents named as the profile's gear names them."""
     eng, sc = world.engine, world.scenario
+    truth = world.ground_truth() if gear is None else gear.ground_truth(world.ground_truth())
     summary = RunSummary(
         scenario=sc.name,
         seed=sc.seed,
@@ -252,9 +288,10 @@ def summarize(
         polls=polls,
         rows=rows,
         jobs=job_times(eng, [j.job_id for j in world.jobs]),
-        incidents=world.ground_truth()["incidents"],
+        incidents=truth["incidents"],
         steps=eng.step_stats(),
         out_dir=out_dir,
+        profile=sc.profile if gear is None else gear.profile.name,
     )
     if out_dir is not None:
         (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")

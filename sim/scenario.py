@@ -4,8 +4,10 @@ A scenario is validated in full before anything is built; a bad file raises `Sce
 line per problem, naming the key (`incidents.1.senders: Input should be ...`). Durations and times
 are seconds or strings like `90s`, `2m`, `1m30s`, `500ms`, `1h`.
 
-The shipped scenarios live next to this module in `scenarios/` (`baseline`, one per incident kind,
-`bad_day`, `demo`); `load_scenario("incast")` finds them by name, anything else is read as a path.
+The shipped scenarios live next to this module in `scenarios/` (`baseline`, one or more per incident kind,
+named after it: `incast`, `incast_large`, `cnp_loss_fabric`..., `bad_day`, `demo`); `load_scenario("incast")`
+finds them by name, anything else is read as a path. `traffic:` lists traffic that is no incident and has no
+ground truth (storage writers, data loaders; lossless RoCE or a lossy priority, in no placed job by default).
 
     name: incast
     seed: 11
@@ -86,10 +88,13 @@ class _Traffic(_Incident):
 
     receiver: str
     rail: int = Field(0, ge=0)
-    #: How many senders (the hosts after the receiver, in name order), or their names.
+    #: The fan-in: how many senders (the hosts after the receiver, in name order), or their names.
     senders: int | list[str] = 8
     #: Name of the job the extra traffic belongs to (namespace `background`); default `<kind>-<n>`.
     job: str | None = None
+    #: False: the traffic belongs to no placed job (storage or checkpoint readers outside the job
+    #: inventory): its flows have no `endpoints` rows and the ground truth names only the jobs it hurts.
+    placed: bool = True
 
 
 class Incast(_Traffic):
@@ -164,6 +169,42 @@ class LinkFlap(_Incident):
         return self
 
 
+class DegradedOptics(_Incident):
+    """A failing transceiver or a dirty fibre: a share of the frames `device:port` receives fail their FCS
+    while the link stays up (no flaps)."""
+
+    kind: Literal["degraded_optics"]
+    device: str
+    port: str
+    error_rate: float = Field(1e-4, gt=0, lt=1)
+
+
+class EcmpImbalance(_Incident):
+    """A few elephant flows from hosts of one leaf whose UDP source ports all hash onto the same uplink:
+    it runs hot while its siblings idle (a single-link rail fabric has no second tier to even it out)."""
+
+    kind: Literal["ecmp_imbalance"]
+    leaf: str
+    #: Which of the leaf's uplinks (in port order) the elephants collide on.
+    uplink: int = Field(0, ge=0)
+    #: How many elephants (from the leaf's first hosts), or their senders' names (hosts on the leaf).
+    senders: int | list[str] = 3
+    #: Their receivers, hosts under other leaves of the rail (default: the first hosts of the next leaf).
+    receivers: list[str] | None = None
+    job: str | None = None
+    placed: bool = True
+
+
+class CnpLossyQueue(_Incident):
+    """`switches` map the CNP DSCP (48) to the lossy queue `priority`: where lossy traffic congests that
+    queue, it drops the CNPs of the congested flows crossing it back, and their senders never slow down.
+    Ground truth kind `cnp_loss`: the NICs sending those CNPs and the switch queues dropping them."""
+
+    kind: Literal["cnp_lossy_queue"]
+    switches: list[str] = Field(min_length=1)
+    priority: int = Field(0, ge=0, le=7)
+
+
 class PfcMisconfig(_Incident):
     """PFC not enabled on the lossless priority of one switch ingress port."""
 
@@ -174,7 +215,17 @@ class PfcMisconfig(_Incident):
 
 
 IncidentModel = Annotated[
-    Incast | Microburst | PfcStorm | PfcDeadlock | CnpLoss | Polarization | LinkFlap | PfcMisconfig,
+    Incast
+    | Microburst
+    | PfcStorm
+    | PfcDeadlock
+    | CnpLoss
+    | Polarization
+    | LinkFlap
+    | PfcMisconfig
+    | DegradedOptics
+    | EcmpImbalance
+    | CnpLossyQueue,
     Field(discriminator="kind"),
 ]
 INCIDENT_KINDS: tuple[str, ...] = (
@@ -186,7 +237,37 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "polarization",
     "link_flap",
     "pfc_misconfig",
+    "degraded_optics",
+    "ecmp_imbalance",
+    "cnp_lossy_queue",
 )
+#: The ground-truth kind an incident is scored as, where it differs from its own.
+TRUTH_KIND: dict[str, str] = {"cnp_lossy_queue": "cnp_loss"}
+
+
+class Background(_Model):
+    """Traffic that is no incident and has no ground truth: storage, checkpoint writers, data loaders.
+    Sender k streams to receiver k mod len(receivers) on `rail` for the window."""
+
+    name: str
+    start: Seconds = 0.0
+    end: Seconds | None = None
+    rail: int = Field(0, ge=0)
+    senders: list[str] = Field(min_length=1)
+    receivers: list[str] = Field(min_length=1)
+    #: None: RoCE on the lossless priority (ECN, DCQCN, PFC); else this priority (lossy: tail drop,
+    #: senders without congestion control, as UDP-based storage traffic).
+    priority: int | None = Field(None, ge=0, le=7)
+    #: Storage clients are usually outside the job inventory: no `endpoints` rows unless placed.
+    placed: bool = False
+
+    @model_validator(mode="after")
+    def _window(self) -> Background:
+        if self.end is not None and self.end <= self.start:
+            raise ValueError(f"end ({self.end} s) must be after start ({self.start} s)")
+        if set(self.senders) & set(self.receivers):
+            raise ValueError("a host cannot be both a sender and a receiver")
+        return self
 
 
 class Mirror(_Model):
@@ -228,7 +309,12 @@ class Scenario(_Model):
     params: dict[str, Any] = Field(default_factory=dict)
     jobs: list[JobModel] = Field(min_length=1)
     incidents: list[IncidentModel] = Field(default_factory=list)
+    #: Traffic that is not an incident (no ground truth).
+    traffic: list[Background] = Field(default_factory=list)
     mirror: Mirror = Mirror()
+    #: The deployment profile (`rocescope.sim.profile`, a name in `profiles/` or a file): how the gear
+    #: reports the run; `--profile` overrides it.
+    profile: str = "ideal"
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:

@@ -16,24 +16,30 @@ poll, FABRIC time) to every facade through a `FabricClock` (`sim.facades.clock`)
   With `collect`, the pcap collector reads each file as it is rotated: the rows the fast path lands,
   each named by its interface.
 
-`serve_scenario` runs a scenario through them, with the collectors set up by `sim.collection`.
-Lockstep (`speed=None`, the demo): the engine advances one poll, publishes it, and waits at the
-clock's barrier until every gNMI stream has sent that tick (grpc flow control holds a stream whose
-collector lags), the NIC collectors read the host views with rows stamped at the tick, and the gNMI
-collector streams into the transport; at the end it waits until the collector decoded every value
-the facades sent. So no sample is dropped or duplicated and the run goes as fast as the pipeline
-allows. Paced (`speed` = fabric seconds per wall second) serves for external tools (gnmic, snmpwalk,
-`rocescope collect gnmi --targets <file>`) with the addresses in `targets-gnmi.yaml` /
-`targets-snmp.yaml`, until stopped or the scenario ends.
+`serve_scenario` runs a scenario through them as a deployment profile's gear reports it (`--profile`,
+or the scenario's `profile:`; `rocescope.sim.gear`), with the collectors set up by `sim.collection`.
+Lockstep (`speed=None`, the demo and `rocescope eval --path served`): the engine advances one poll and the
+gear says what each device reads at it (each metric group at its own cadence and phase, stamped on the
+device's clock); the switches' reads are published to their gNMI streams and the driver waits at the
+clock's barrier until every stream has sent that tick (grpc flow control holds a stream whose collector
+lags); the hosts that read their NICs at the tick are polled by the NIC collectors, rows stamped on each
+host's clock; switches that read what they serve over SNMP only (Arista's PFC MIB) are polled over SNMP;
+the gNMI collector streams into the transport. At the end every stream flushes what it still holds and the
+driver waits until the collector decoded every value the facades sent. So no read is dropped or duplicated
+and the run goes as fast as the pipeline allows. Paced (`speed` = fabric seconds per wall second) serves
+for external tools (gnmic, snmpwalk, `rocescope collect gnmi --targets <file>`) with the addresses in
+`targets-gnmi.yaml` / `targets-snmp.yaml`, until stopped or the scenario ends.
 
-What the protocols lose against the fast path (`sim.run`): gNMI serves no port speed (SONiC keeps it
-outside COUNTERS_DB), so switch `port_speed_bps` comes from an SNMP ifHighSpeed walk at the start
-(and every `snmp_every_s` of fabric time if given; the SNMP collector stamps wall time, so its rows
-are re-stamped with the fabric time the agents served); NIC rows carry source ethtool/rdma and add
-what a real host shows (link state/speed of the netdev and RDMA port, IBTA `counters/` on the RDMA
-port). The NIC collectors run in a child process, as on real hosts they do not share the simulator's
-CPU; `links` come through the LLDP collector over each device's lldpcli JSON; `endpoints` (no jobs
-collector yet) and `incidents` (ground truth) are published as the fast path does.
+What the protocols change against the fast path (`sim.run`) with the same profile: the ideal profile's gNMI
+serves no port speed (SONiC keeps it outside COUNTERS_DB), so switch `port_speed_bps` comes from an SNMP
+ifHighSpeed walk at the start (and every `snmp_every_s` of fabric time if given; rows re-stamped with the
+fabric time the agents served), while a real-gear profile serves it as its OS does (APPL_DB `PORT_TABLE`,
+OpenConfig `negotiated-port-speed`, SR Linux `port-speed`); NIC rows carry source ethtool/rdma and add
+what a real host shows (link state/speed of the netdev and RDMA port, IBTA `counters/` on mlx5's RDMA
+port); what a collector cannot read lands under `raw:<name>` or not at all (see `gnmi_paths`). The NIC
+collectors run in a child process, as on real hosts they do not share the simulator's CPU; `links` come
+through the LLDP collector from the profile's LLDP side; `endpoints` (no jobs collector yet) and
+`incidents` (ground truth) are published as the fast path does, named as the profile names them.
 """
 
 from __future__ import annotations
@@ -55,11 +61,13 @@ from rocescope.errors import SimError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.transport import Producer
-from rocescope.sim.collection import NicFleet, SnmpSpeeds, collect_pcap, publish_links
+from rocescope.sim.collection import NicFleet, SnmpPolls, collect_pcap, epoch_ns, publish_links
 from rocescope.sim.facades.server import FabricServer
+from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.mirror import MirrorFiles, PacketMirror
-from rocescope.sim.run import SOURCE, RunSummary, progress_bar, publish_table, static_tables, summarize
+from rocescope.sim.profile import Profile, load_profile
+from rocescope.sim.run import SOURCE, RunSummary, progress_bar, publish_table, static_tables, summarize, with_profile
 from rocescope.sim.scenario import Scenario, load_scenario
 
 __all__ = ["ServeStats", "serve_scenario"]
@@ -86,6 +94,8 @@ class ServeStats:
     mirror_packets: int = 0
     #: RoCEv2 packets the pcap collector decoded from those files (with `collect`)
     mirror_packets_collected: int = 0
+    #: where `links` came from: every device's lldpcli (ideal), or the profile's LLDP side
+    links_from: str = ""
 
 
 def serve_scenario(
@@ -100,23 +110,29 @@ def serve_scenario(
     stop: threading.Event | None = None,
     snmp_every_s: float | None = None,
     on_ready: Callable[[FabricServer], None] | None = None,
+    profile: str | Path | Profile | None = None,
 ) -> tuple[RunSummary, ServeStats]:
-    """Run a scenario with its facades served; lockstep with the collectors (`speed=None`), or paced.
+    """Run a scenario with its facades served as the deployment `profile` reports it (default: the
+    scenario's `profile:`); lockstep with the collectors (`speed=None`), or paced.
 
-    With `collect`, the gNMI, NIC, SNMP (ifHighSpeed) and LLDP collectors gather over the protocols and
-    publish through the configured transport into the store, with the `endpoints` and `incidents`
-    (ground truth) streams. The lockstep run ends now (as the fast path); a paced run starts now.
+    With `collect`, the gNMI, NIC, SNMP and LLDP collectors gather over the protocols and publish through
+    the configured transport into the store, with the `endpoints` and `incidents` (ground truth) streams.
+    The lockstep run ends now (as the fast path); a paced run starts now.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
+    prof = load_profile(profile if profile is not None else sc.profile)
+    sc = with_profile(sc, prof)
     duration = float(duration_s if duration_s is not None else sc.duration)
     if speed is not None and speed <= 0:
         raise SimError("speed must be positive (fabric seconds per wall second)")
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     start = now - dt.timedelta(seconds=duration) if speed is None else now
     world = build_world(sc, duration, start)
+    gear = Gear(prof, world)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
-        (out_dir / "ground_truth.json").write_text(json.dumps(world.ground_truth(), indent=2) + "\n")
+        truth = gear.ground_truth(world.ground_truth())
+        (out_dir / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         root = out_dir / "served"
         shutil.rmtree(root, ignore_errors=True)
         cleanup = None
@@ -131,12 +147,12 @@ def serve_scenario(
     try:
         with publishing(settings) if collect else _no_publishing() as (producer, _metrics):
             counting = _Counting(producer, rows) if producer is not None else None
-            if producer is not None:
-                publish_links(world, producer, rows)
-                tables = static_tables(world)
-                for stream in ("endpoints", "incidents"):
-                    publish_table(producer, stream, tables[stream], SOURCE, rows)
-            with FabricServer(world, root) as server:
+            with FabricServer(world, root, gear=gear) as server:
+                if producer is not None:
+                    stats.links_from = publish_links(server, producer, rows)
+                    tables = static_tables(world, gear)
+                    for stream in ("endpoints", "incidents"):
+                        publish_table(producer, stream, tables[stream], SOURCE, rows)
                 stats.targets = server.write_targets(out_dir or root)
                 if on_ready is not None:
                     on_ready(server)
@@ -145,7 +161,7 @@ def serve_scenario(
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
     wall = time.perf_counter() - t0
-    return summarize(world, world.engine.now, wall, polls, rows, out_dir), stats
+    return summarize(world, world.engine.now, wall, polls, rows, out_dir, gear), stats
 
 
 class _no_publishing:
@@ -192,7 +208,8 @@ def _drive(
     gstop = threading.Event()
     gthread: threading.Thread | None = None
     nics: NicFleet | None = None
-    speeds: SnmpSpeeds | None = None
+    speeds: SnmpPolls | None = None  # the ideal profile's ifHighSpeed walk
+    pfc: SnmpPolls | None = None  # what the profile's switches serve over SNMP only
     if producer is not None:
         targets = server.gnmi_targets()
         gnmi = GnmiCollector(targets, producer, flush_s=1.0, stall_s=3600.0)
@@ -203,14 +220,19 @@ def _drive(
             raise SimError(f"gNMI collector: {server.clock.consumers} of {streams} streams subscribed within 30 s")
         assert server.hostviews is not None
         nics = NicFleet({h: server.hostviews.host_root(h) for h in server.hostviews.hosts})
-        speeds = SnmpSpeeds(server) if server.snmp else None
-        if speeds is not None and server.clock.ts is not None:  # port speeds, before the streams load the CPU
-            for b in speeds.poll(server.clock.ts):
-                producer.publish(b)
-            stats.snmp_polls += 1
+        if server.snmp and server.dialect == "ideal":
+            speeds = SnmpPolls(server, ("ifHighSpeed",))
+            if server.clock.ts is not None:  # port speeds, before the streams load the CPU
+                _publish(producer, speeds.poll(dict.fromkeys(server.snmp, epoch_ns(server.clock.ts))))
+                stats.snmp_polls += 1
+        if server.snmp and server.snmp_objects:
+            pfc = SnmpPolls(server, server.snmp_objects)
     pcaps = None
     if world.scenario.mirror.enabled:
-        pcaps = MirrorFiles(PacketMirror(eng, world.scenario.mirror, world.scenario.seed), server.root / "mirror")
+        mirror = PacketMirror(eng, world.scenario.mirror, world.scenario.seed)
+        if not server.gear.names.identity:  # one interface per mirrored port, named as the profile names it
+            mirror.points = [server.gear.names.capture_point(p) for p in mirror.points]
+        pcaps = MirrorFiles(mirror, server.root / "mirror")
         stats.mirror_dir = pcaps.directory
     polls = 0
     next_snmp = snmp_every_s or 0.0
@@ -233,13 +255,12 @@ def _drive(
                 t, secs["barrier"] = clock(), secs.get("barrier", 0.0) + clock() - t
                 if nics is not None and producer is not None:  # the previous tick's host reads, before rewriting
                     batches = nics.collect()
-                    for b in batches:
-                        producer.publish(b)
+                    _publish(producer, batches)
                     stats.nic_polls += len(batches)
                     t, secs["nic"] = clock(), secs.get("nic", 0.0) + clock() - t
                 table = eng.snapshot(ts)
                 t, secs["snapshot"] = clock(), secs.get("snapshot", 0.0) + clock() - t
-                server.publish(ts, table)
+                reads = server.publish(ts, table)
                 t, secs["publish"] = clock(), secs.get("publish", 0.0) + clock() - t
                 if pcaps is not None:
                     written = pcaps.add(pcaps.mirror.sample(), ts)
@@ -248,15 +269,20 @@ def _drive(
                     t, secs["mirror"] = clock(), secs.get("mirror", 0.0) + clock() - t
                 polls += 1
                 if nics is not None:
-                    nics.poll(ts)
+                    nics.poll(reads.hosts)
+                if producer is not None and pfc is not None and reads.snmp:
+                    _publish(producer, pfc.poll(reads.snmp))
+                    stats.snmp_polls += 1
+                    t, secs["snmp"] = clock(), secs.get("snmp", 0.0) + clock() - t
                 if producer is not None and speeds is not None and snmp_every_s and eng.now + 1e-9 >= next_snmp:
-                    for b in speeds.poll(ts):
-                        producer.publish(b)
+                    _publish(producer, speeds.poll(dict.fromkeys(server.snmp, epoch_ns(ts))))
                     stats.snmp_polls += 1
                     next_snmp = eng.now + snmp_every_s
                     secs["snmp"] = secs.get("snmp", 0.0) + clock() - t
                 if bar is not None:
                     bar.update(task, completed=min(eng.now, world.duration_s))
+        server.clock.barrier(60.0)
+        server.clock.finish()  # every stream sends what it still holds
         server.clock.barrier(60.0)
         if pcaps is not None:
             written = pcaps.flush()
@@ -265,8 +291,7 @@ def _drive(
             stats.mirror_files, stats.mirror_packets = list(pcaps.files), pcaps.packets
         if nics is not None and producer is not None:
             batches = nics.collect()
-            for b in batches:
-                producer.publish(b)
+            _publish(producer, batches)
             stats.nic_polls += len(batches)
         if gnmi is not None:
             _drain(server, gnmi, 120.0)
@@ -275,14 +300,20 @@ def _drive(
         server.clock.close()
         if gthread is not None:
             gthread.join(30)
-        if speeds is not None:
-            speeds.close()
+        for polls_of in (speeds, pfc):
+            if polls_of is not None:
+                polls_of.close()
         if nics is not None:
             nics.close()
     stats.gnmi_values_sent = sum(server.values_sent().values())
     if gnmi is not None:
         stats.gnmi_values_decoded = sum(h.values for h in gnmi.health().values())
     return polls
+
+
+def _publish(producer: Producer, batches: list[Batch]) -> None:
+    for b in batches:
+        producer.publish(b)
 
 
 def _drain(server: FabricServer, gnmi: GnmiCollector, timeout_s: float) -> None:

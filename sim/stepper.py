@@ -3,7 +3,8 @@
 `Stepper` owns the arrays of `rocescope.sim.kernel` (built by `rocescope.sim.arrays`), routes every flow
 (ECMP or a forced route) and moves its queued bytes when its path changes, resolves port and flow
 references, schedules timed actions on fabric time and advances the kernel between them (`run`,
-`steps`), and reads the counters as the `counters` stream (`snapshot`). `rocescope.sim.engine.Engine`
+`steps`), polls the PFC watchdog when it runs (`rocescope.sim.pfcwd`), and reads the counters as the
+`counters` stream (`snapshot`). `rocescope.sim.engine.Engine`
 adds the incident knobs and probes a scenario uses; the model itself is described there.
 """
 
@@ -27,6 +28,7 @@ from rocescope.sim.counters import SnapshotPlan
 from rocescope.sim.ecmp import Ecmp
 from rocescope.sim.jobs import Flow, Job
 from rocescope.sim.params import EngineParams
+from rocescope.sim.pfcwd import PfcWatchdog
 from rocescope.sim.topology import Port, Topology
 
 DEFAULT_START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -97,7 +99,8 @@ class Stepper:
         self._down_pairs: set[tuple[str, str]] = set()
         self._forced_routes: dict[int, list[int]] = {}
         self._storms: dict[tuple[int, int], float] = {}
-        self._events: list[tuple[int, int, Callable[[], None]]] = []
+        #: (fine tick, order, action, whether it disturbs the fabric: the next coarse period runs fine)
+        self._events: list[tuple[int, int, Callable[[], None], bool]] = []
         self._seq = itertools.count()
         self.iterations: list[IterationRecord] = []
         self._iter_counts = [0] * len(self.jobs)
@@ -130,6 +133,12 @@ class Stepper:
         self._plan = SnapshotPlan(topology, prm)
         self._set_active()
         self._install_paths()
+        self.watchdog: PfcWatchdog | None = None
+        if prm.pfcwd:
+            switch_ports = np.array([p.id for p in ports if p.kind != "nic"], dtype=np.int64)
+            self.watchdog = PfcWatchdog(prm, switch_ports)
+            self._wd_every = max(1, round(prm.pfcwd_poll_s / prm.dt_s)) * self._ratio
+            self._at_tick(self._wd_every, self._poll_watchdog, disturbs=False)
 
     # --- structure
 
@@ -241,7 +250,19 @@ class Stepper:
 
     def at(self, t: float, action: Callable[[], None]) -> None:
         """Run `action` when fabric time reaches `t` seconds (before the step starting then)."""
-        heapq.heappush(self._events, (self._step_of(t), next(self._seq), action))
+        self._at_tick(self._step_of(t), action)
+
+    def _at_tick(self, tick: int, action: Callable[[], None], disturbs: bool = True) -> None:
+        heapq.heappush(self._events, (tick, next(self._seq), action, disturbs))
+
+    def _poll_watchdog(self) -> None:
+        """One PFC watchdog poll; the next one is due a poll interval later. Polling changes nothing
+        in the fabric; a queue stormed or restored does."""
+        assert self.watchdog is not None
+        self._refresh()
+        if self.watchdog.poll(self._net, self._st, self._cnt):
+            self._st.hot[0] = True
+        self._at_tick(int(self._st.tick[0]) + self._wd_every, self._poll_watchdog, disturbs=False)
 
     def _when(self, start: float | None, end: float | None, on: Callable[[], None], off: Callable[[], None]) -> None:
         if start is None or self._step_of(start) <= int(self._st.tick[0]):
@@ -254,9 +275,10 @@ class Stepper:
 
     def _fire_due(self) -> None:
         while self._events and self._events[0][0] <= int(self._st.tick[0]):
-            _, _, action = heapq.heappop(self._events)
+            _, _, action, disturbs = heapq.heappop(self._events)
             action()
-            self._st.hot[0] = True  # the fabric changed: watch the next coarse period closely
+            if disturbs:
+                self._st.hot[0] = True  # the fabric changed: watch the next coarse period closely
 
     def _advance(self, n: int) -> None:
         while n > 0:

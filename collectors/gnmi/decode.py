@@ -1,48 +1,40 @@
-"""gNMI values -> `counters` rows: which port, priority and metric a path means, and the decoder.
+"""gNMI values -> `counters` rows: the decoder (`GnmiDecoder`).
 
-Paths -> catalog (`rocescope.catalog.resolve`), by shape, whatever the vendor claims:
-
-* SONiC COUNTERS_DB virtual paths (target `*_DB`, or a first element COUNTERS / *_WATERMARKS / RATES):
-  the last element is the SAI field (vendor `sonic_sai`), the one before it the object key:
-  `Ethernet68` (port) or `Ethernet68:3` (port, queue/PG index). Values come as JSON objects
-  (`COUNTERS/Ethernet68` -> `{"SAI_PORT_STAT_...": "12"}`), flattened here, or as leaves.
-* OpenConfig `/interfaces/interface[name=X]/...` and `/qos/interfaces/interface[interface-id=X]/
-  output/queues/queue[name=Q]/...` (vendor `openconfig`), SR Linux `/interface[name=X]/...` and
-  `/qos/interfaces/interface[interface-id=X]/...` (vendor `srlinux`): the path below the interface
-  (or queue) list entry is the catalog name; a per-priority metric takes its index from the list key
-  (`queue[name=3]`, `pfc-priority[index=3]`). Module prefixes are ignored; JSON lists are keyed by
-  their `name`/`index`/`interface-id` member.
-* Anything else is KEPT, as the NIC collector keeps unknown names: metric `raw:<name>`, raw_name
-  `<name>`, where the name is the SAI field (SONiC), the path below the interface or queue entry
-  (OpenConfig, SR Linux) or the whole path with its keys; `keep_unknown=False` drops them.
+What a path means (port, priority, catalog metric, raw name) is `resolve.resolve_elems`'s job; a path the
+catalog does not know is KEPT, as the NIC collector keeps unknown names: metric `raw:<name>`
+(`keep_unknown=False` drops them). Values come as leaves or as JSON objects (`COUNTERS/Ethernet68` ->
+`{"SAI_PORT_STAT_...": "12"}`), flattened here; JSON lists are keyed by their `name`/`index`/
+`interface-id` member.
 
 Decoding is columnar and dictionary-coded, so it does not go through `CounterRows`: the stream delivers
 SubscribeResponse bytes (no per-message Python objects beyond protobuf's own), each update's path
 resolves through a per-prefix cache keyed by the path's serialized bytes (a canonical form that costs
 one C call, unlike building the string), and a row is three appends (resolution code, value,
 timestamp); a flush gathers port/priority/metric/raw columns from the resolution table with numpy into
-dictionary-encoded Arrow arrays. Enum strings a catalog metric needs become numbers (UP/DOWN,
-true/false -> 1/0); other text values are skipped and counted. A malformed response or update is
-skipped, counted and logged (first few per target), and never stops the stream.
+dictionary-encoded Arrow arrays. Words become numbers as `values` says: state words (UP/DOWN,
+true/false -> 1/0) anywhere, port speeds (`SPEED_400GB`, `400G`) where the path's metric is a speed; a
+speed of 0 is "not known"; other text and unreadable speeds are skipped and counted as non-numeric. A
+malformed response or update is skipped, counted and logged (first few per target), and never stops the
+stream.
 """
 
 from __future__ import annotations
 
 import logging
-import re
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 
-from rocescope import catalog
 from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.common.rows import constant
 from rocescope.collectors.gnmi.paths import NO_KEYS, Elem, elems_str, path_elems
 from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.gnmi.resolve import Resolved, is_sonic, resolve_elems, strip_module
+from rocescope.collectors.gnmi.values import POSITIVE_ONLY, TEXT_VALUES, number, scalar
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
 
@@ -58,138 +50,9 @@ _ROLE = "switch"
 _SOURCE = "gnmi"
 _MAX_JSON_DEPTH = 64
 _CACHE_LIMIT = 200_000  # resolutions kept per decoder; past it the caches start afresh at the next flush
-
-# --- resolution ------------------------------------------------------------------------------------
-
-_SONIC_TABLES = frozenset(
-    {"COUNTERS", "PERIODIC_WATERMARKS", "USER_WATERMARKS", "PERSISTENT_WATERMARKS", "RATES", "COUNTERS_DB"}
-)
 _LIST_KEYS = ("name", "index", "interface-id", "queue-name", "id")
-_TRAILING_INT = re.compile(r"(\d{1,3})$")
-_BOOL_STATES: Mapping[str, float] = {
-    "up": 1.0,
-    "true": 1.0,
-    "down": 0.0,
-    "false": 0.0,
-    "lower_layer_down": 0.0,
-    "not_present": 0.0,
-    "dormant": 0.0,
-}
 
-
-@dataclass(frozen=True)
-class Resolved:
-    """Where one path's values go: port, priority (-1 none), metric (None: unknown), raw name, factor."""
-
-    port: str
-    priority: int
-    metric: str | None
-    raw_name: str
-    factor: float = 1.0
-
-
-def _index_of(text: str) -> int:
-    """A list key as a priority/queue index: its trailing number (0..127), else -1."""
-    m = _TRAILING_INT.search(text)
-    if m is None:
-        return -1
-    value = int(m.group(1))
-    return value if value < 128 else -1
-
-
-def _strip(name: str) -> str:
-    return name.rpartition(":")[2] if ":" in name else name
-
-
-def _catalog(vendor: str, name: str) -> tuple[str, int, float] | None:
-    hit = catalog.resolve(vendor, name)
-    return None if hit is None else (hit[0], hit[1], catalog.scale(vendor, name))
-
-
-def is_sonic(target: str, elems: Sequence[Elem]) -> bool:
-    """SONiC's COUNTERS_DB virtual paths (their element names hold `:` that is not a module prefix)."""
-    return target.endswith("_DB") or (bool(elems) and elems[0][0] in _SONIC_TABLES)
-
-
-def _resolve_sonic(elems: Sequence[Elem]) -> Resolved:
-    names = [name for name, _ in elems]
-    if len(names) >= 2 and names[-1] == names[-2]:  # a field path answered with {"FIELD": value}
-        names.pop()
-    field_name = names[-1] if names else ""
-    key = names[-2] if len(names) >= 2 else ""
-    parts = key.split(":")
-    port, prio, odd = parts[0], -1, parts[1:]
-    if odd and odd[0].isascii() and odd[0].isdigit() and len(odd[0]) <= 3 and int(odd[0]) < 128:
-        prio = int(odd.pop(0))
-    raw = field_name if not odd else ":".join(odd) + "/" + field_name
-    hit = None if odd else _catalog("sonic_sai", field_name)
-    if hit is None:
-        return Resolved(port, prio, None, raw)
-    metric, p, factor = hit
-    return Resolved(port, p if p >= 0 else prio, metric, raw, factor)
-
-
-def _list_index(elems: Sequence[Elem]) -> int:
-    for _, keys in elems:
-        for value in keys.values():
-            return _index_of(value)
-    return -1
-
-
-def resolve_elems(
-    elems: Sequence[Elem], target: str = "", vendors: Sequence[str] = ("openconfig", "srlinux")
-) -> Resolved:
-    """Map a full path (prefix + path [+ JSON members]) to (port, priority, metric, raw name)."""
-    if is_sonic(target, elems):
-        return _resolve_sonic(elems)
-    names = [_strip(name) for name, _ in elems]
-    port = ""
-    anchor = -1  # elements [anchor:] form the catalog name
-    order: Sequence[str] = vendors
-    index_from = 0
-    if names[:2] == ["interfaces", "interface"]:
-        port, anchor, order, index_from = elems[1][1].get("name", ""), 2, ("openconfig",), 2
-    elif names[:1] == ["interface"]:
-        port, anchor, order, index_from = elems[0][1].get("name", ""), 1, ("srlinux",), 1
-    elif names[:3] == ["qos", "interfaces", "interface"]:
-        keys = elems[2][1]
-        port = keys.get("interface-id") or keys.get("name") or ""
-        index_from = 3
-        anchor = 6 if names[3:6] == ["output", "queues", "queue"] else 3
-    if anchor < 0 or len(names) <= anchor:
-        full = elems_str(elems)
-        return Resolved(port, -1, None, full if not port else elems_str((_strip(n), NO_KEYS) for n, _ in elems))
-    rest = "/".join(names[anchor:])
-    for vendor in order:
-        hit = _catalog(vendor, rest)
-        if hit is not None:
-            metric, prio, factor = hit
-            if prio < 0 and catalog.METRICS_BY_NAME[metric].per_priority:
-                prio = _list_index(elems[index_from:])
-            return Resolved(port, prio, metric, rest, factor)
-    return Resolved(port, -1, None, rest)
-
-
-# --- values --------------------------------------------------------------------------------------
-
-
-def _number(text: str | bytes) -> float | None:
-    """A numeric string (SONiC and JSON_IETF uint64 come as text) or a known state word, else None."""
-    try:
-        return float(text)
-    except ValueError:
-        word = text.decode(errors="replace") if isinstance(text, bytes) else text
-        return _BOOL_STATES.get(word.strip().lower())
-
-
-def _scalar(value: object) -> float | None:
-    if isinstance(value, bool):
-        return 1.0 if value else 0.0
-    if isinstance(value, int | float):
-        return float(value)
-    if isinstance(value, str):
-        return _number(value)
-    return None
+# --- JSON values -------------------------------------------------------------------------------
 
 
 JsonToken = str | tuple[str, tuple[tuple[str, str], ...]]
@@ -233,18 +96,22 @@ _JSON = frozenset({"json_ietf_val", "json_val"})
 _TEXT = frozenset({"string_val", "ascii_val"})
 _Hit = tuple[int, float]  # (resolution code, factor)
 _UNRESOLVED: _Hit = (-1, 0.0)  # a path not resolved yet (None: resolved, unknown and dropped)
+_Words = tuple[int, Callable[[str], float | None]]  # (resolution code, parser) of a metric reported as words
+_INF = float("inf")
 
 
 class _PathInfo:
     """One (prefix, path) pair: its leaf resolution and, for JSON objects, its members' resolutions."""
 
-    __slots__ = ("_text", "elems", "leaf", "members", "target")
+    __slots__ = ("_text", "elems", "leaf", "members", "target", "words")
 
     def __init__(self, target: str, elems: list[Elem]) -> None:
         self.target = target
         self.elems = elems
         self.leaf: _Hit | None = _UNRESOLVED
         self.members: dict[tuple[JsonToken, ...], _Hit | None] = {}
+        #: (member tokens, () for the leaf) -> how a word there is read; None: words there are not values
+        self.words: dict[tuple[JsonToken, ...], _Words | None] = {}
         self._text: str | None = None
 
     @property
@@ -294,6 +161,7 @@ class GnmiDecoder:
 
     def _reset_cache(self) -> None:
         self._by_prefix: dict[bytes, tuple[Any, dict[bytes, _PathInfo]]] = {}
+        self._positive: set[int] = set()  # codes of POSITIVE_ONLY metrics (a zero speed is "unknown")
         self._res: dict[tuple[str, int, str, str], int] = {}
         self._r_port: list[int] = []
         self._r_prio: list[int] = []
@@ -346,6 +214,7 @@ class GnmiDecoder:
             entry = self._by_prefix[pkey] = (prefix, {})
         paths = entry[1]
         codes, values, stamps = self._codes, self._values, self._ts
+        positive = self._positive
         before = len(codes)
         updates = 0
         for u in n.update:
@@ -369,7 +238,11 @@ class GnmiDecoder:
                         if x is None:
                             continue  # an object (its members are added) or text (counted)
                 elif kind in _TEXT:
-                    x = _number(getattr(v, kind))
+                    text = getattr(v, kind)
+                    x = number(text)
+                    if x is None:
+                        self._add_word(info, (), text, ts)
+                        continue
                 elif kind == "bool_val":
                     x = 1.0 if v.bool_val else 0.0
                 elif kind == "decimal_val":
@@ -387,8 +260,12 @@ class GnmiDecoder:
                     hit = info.leaf = self._hit(resolve_elems(info.elems, info.target, self.vendors))
                 if hit is None:
                     continue
+                x *= hit[1]
+                if positive and hit[0] in positive and not 0.0 < x < _INF:
+                    self.stats.nonnumeric += 1  # a speed of 0: not known
+                    continue
                 codes.append(hit[0])
-                values.append(x * hit[1])
+                values.append(x)
                 stamps.append(ts)
             except Exception as exc:  # one bad update (bad JSON, absurd number...) never stops the others
                 self._problem(f"skipped an update: {type(exc).__name__}: {str(exc)[:200]}")
@@ -405,39 +282,75 @@ class GnmiDecoder:
         return info
 
     def _json(self, info: _PathInfo, raw: bytes, ts: int) -> float | None:
-        """A JSON value: a number (or state word) is returned; an object's members are added as rows here and
-        None returned, as for text (counted)."""
+        """A JSON value: a number (or state word) is returned; an object's members, and a word that is a value
+        (a port speed), are added as rows here and None returned, as for other text (counted)."""
         if raw[:1] == b'"' and raw[-1:] == b'"' and len(raw) >= 2:
-            x = _number(raw[1:-1])
+            x = number(raw[1:-1])
             if x is not None:
                 return x
         doc = load_json(raw, f"the value at {info.text}")
         if not isinstance(doc, dict | list):
-            x = _scalar(doc)
+            x = scalar(doc)
             if x is None:
-                self.stats.nonnumeric += 1
+                if isinstance(doc, str):
+                    self._add_word(info, (), doc, ts)
+                else:
+                    self.stats.nonnumeric += 1
             return x
         members = info.members
-        sonic = is_sonic(info.target, info.elems)
+        positive = self._positive
         for toks, value in _flatten(doc):
-            x = _scalar(value)
+            x = scalar(value)
             if x is None:
-                self.stats.nonnumeric += 1
+                if isinstance(value, str):
+                    self._add_word(info, toks, value, ts)
+                else:
+                    self.stats.nonnumeric += 1
                 continue
             hit = members.get(toks, _UNRESOLVED)
             if hit is _UNRESOLVED:
-                extra = [_token_elem(t) for t in toks]
-                if not sonic:
-                    extra = [(_strip(name), keys) for name, keys in extra]
-                hit = self._hit(resolve_elems(info.elems + extra, info.target, self.vendors))
+                hit = self._hit(resolve_elems(self._member_elems(info, toks), info.target, self.vendors))
                 if len(members) < _CACHE_LIMIT:
                     members[toks] = hit
             if hit is None:
                 continue
+            x *= hit[1]
+            if positive and hit[0] in positive and not 0.0 < x < _INF:
+                self.stats.nonnumeric += 1
+                continue
             self._codes.append(hit[0])
-            self._values.append(x * hit[1])
+            self._values.append(x)
             self._ts.append(ts)
         return None
+
+    def _member_elems(self, info: _PathInfo, toks: tuple[JsonToken, ...]) -> list[Elem]:
+        """The full path of a JSON member (module prefixes dropped, except on SONiC paths)."""
+        extra = [_token_elem(t) for t in toks]
+        if not is_sonic(info.target, info.elems):
+            extra = [(strip_module(name), keys) for name, keys in extra]
+        return info.elems + extra
+
+    def _add_word(self, info: _PathInfo, toks: tuple[JsonToken, ...], text: str, ts: int) -> None:
+        """A word at a path (`toks`: a JSON member, () the leaf): a row when the path's metric is reported as
+        words (a port speed: `SPEED_400GB`, `400G`), else counted as non-numeric, like an unreadable speed."""
+        if toks in info.words:
+            words = info.words[toks]
+        else:
+            words = None
+            r = resolve_elems(self._member_elems(info, toks) if toks else info.elems, info.target, self.vendors)
+            parse = TEXT_VALUES.get(r.metric) if r.metric is not None else None
+            hit = self._hit(r) if parse is not None else None
+            if hit is not None and parse is not None:
+                words = (hit[0], parse)
+            if len(info.words) < _CACHE_LIMIT:
+                info.words[toks] = words
+        x = None if words is None else words[1](text)
+        if words is None or x is None:
+            self.stats.nonnumeric += 1
+            return
+        self._codes.append(words[0])
+        self._values.append(x)
+        self._ts.append(ts)
 
     def _hit(self, r: Resolved) -> _Hit | None:
         metric = r.metric
@@ -453,6 +366,8 @@ class GnmiDecoder:
         code = self._res.get(rkey)
         if code is None:
             code = self._res[rkey] = len(self._r_port)
+            if metric in POSITIVE_ONLY:
+                self._positive.add(code)
             self._r_port.append(self._ports.setdefault(r.port, len(self._ports)))
             self._r_prio.append(r.priority)
             self._r_metric.append(self._metrics.setdefault(metric, len(self._metrics)))

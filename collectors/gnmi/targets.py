@@ -1,8 +1,9 @@
 """gNMI targets (one switch each) and their SAMPLE subscriptions: default paths per vendor, intervals.
 
 A target opens one Subscribe stream per gNMI `target` name its paths use (SONiC wants `COUNTERS_DB`
-in the prefix, OpenConfig paths want none). A path samples every 1 s when it names PFC, ECN, queues or
-watermarks (microbursts and pause storms live there) and every 10 s otherwise, unless it says.
+in the prefix, and `APPL_DB` for the port table's speed and oper status; OpenConfig paths want none).
+A path samples every 1 s when it names PFC, ECN, queues or watermarks (microbursts and pause storms
+live there) and every 10 s otherwise, unless it says.
 """
 
 from __future__ import annotations
@@ -61,7 +62,10 @@ def _sonic_paths(priorities: Sequence[int]) -> tuple[GnmiPath, ...]:
     ]
     groups = ("Queues", "PriorityGroups", "Pfcwd")
     paths = ["COUNTERS/Ethernet*", *(f"COUNTERS/Ethernet*/{g}" for g in groups), *pfc]
-    return tuple(GnmiPath(p, target="COUNTERS_DB") for p in paths)
+    counters = tuple(GnmiPath(p, target="COUNTERS_DB") for p in paths)
+    # port speed (Mb/s) and oper status live in APPL_DB's PORT_TABLE, not in COUNTERS_DB (the whole table: the
+    # DB paths of sonic-gnmi take no wildcard key)
+    return (*counters, GnmiPath("PORT_TABLE", target="APPL_DB"))
 
 
 #: Paths subscribed when a target lists none, by `vendor`.
@@ -73,6 +77,8 @@ DEFAULT_PATHS: Mapping[str, tuple[GnmiPath, ...]] = {
             "/interfaces/interface/state/counters",
             "/interfaces/interface/state/oper-status",
             "/interfaces/interface/ethernet/state/counters",
+            "/interfaces/interface/ethernet/state/port-speed",
+            "/interfaces/interface/ethernet/state/negotiated-port-speed",
             "/qos/interfaces/interface/output/queues/queue/state",
         )
     ),
@@ -82,6 +88,7 @@ DEFAULT_PATHS: Mapping[str, tuple[GnmiPath, ...]] = {
             "/interface/statistics",
             "/interface/oper-state",
             "/interface/ethernet/statistics",
+            "/interface/ethernet/port-speed",
             "/qos/interfaces/interface/pfc",
             "/qos/interfaces/interface/output/queues/queue/queue-depth",
         )

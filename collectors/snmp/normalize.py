@@ -2,7 +2,8 @@
 
 A row's metric and scale come from `rocescope.catalog` (vendor `snmp`), its raw_name is the MIB object
 name, its priority -1 or, for a per-priority table, the index's priority. ifOperStatus becomes `oper_up`
-1/0 (unknown(4) gives no row). An object the catalog does not know is kept as metric `raw:<name>` (or
+1/0 (unknown(4) gives no row); an ifHighSpeed of 0 (no speed known) gives no row and is counted as
+non-numeric (the catalog's `zero_is_unknown`). An object the catalog does not know is kept as metric `raw:<name>` (or
 dropped with `keep_unknown=False`). A row with a non-integer value or a bad index is skipped and counted
 as malformed; the good rows around it are kept.
 
@@ -58,6 +59,7 @@ class _Column:
     obj: SnmpObject
     metric: str | None  # None: the catalog does not know the object
     factor: float
+    zero_is_unknown: bool = False  # ifHighSpeed 0: no speed known, no row
 
 
 class ColumnIndex:
@@ -69,7 +71,8 @@ class ColumnIndex:
         roots: list[Oid] = []
         for obj in objects:
             hit = catalog.resolve(VENDOR, obj.name)
-            column = _Column(obj, None if hit is None else hit[0], catalog.scale(VENDOR, obj.name))
+            unknown_at_zero = hit is not None and catalog.METRICS_BY_NAME[hit[0]].zero_is_unknown
+            column = _Column(obj, None if hit is None else hit[0], catalog.scale(VENDOR, obj.name), unknown_at_zero)
             self.by_len.setdefault(len(obj.oid), {})[obj.oid] = column
             roots.append(obj.oid)
         for a in roots:
@@ -122,6 +125,9 @@ def normalize(
             number = 1.0 if value == _OPER_UP else 0.0
         else:
             number = float(value) * col.factor
+            if col.zero_is_unknown and number <= 0:
+                counters.nonnumeric += 1  # an interface without a known speed says 0
+                continue
         if col.metric is None:
             counters.unknown += 1
             if not index.keep_unknown:

@@ -120,51 +120,79 @@ def eval_cmd(
     seeds: Annotated[int, typer.Option(help="Seeds per kind.")] = 20,
     first_seed: Annotated[int, typer.Option(help="The first seed.")] = 1,
     baseline: Annotated[str, typer.Option(help="Fabric time of the clean baseline run (0 to skip).")] = "1h",
-    out: Annotated[Path | None, typer.Option(help="Write the scores and every finding as JSON here.")] = None,
+    profile: Annotated[
+        list[str] | None,
+        typer.Option(help="Profiles to score on (repeatable, `rocescope sim list`); default: the scenario's."),
+    ] = None,
+    full: Annotated[bool, typer.Option("--full", help="Every shipped profile.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the evaluation as JSON (no tables).")] = False,
+    out: Annotated[Path | None, typer.Option(help="Also write the evaluation as JSON here.")] = None,
+    path: Annotated[
+        str,
+        typer.Option(
+            help="fast: land the simulator's rows directly (every scenario of a kind, every seed); served: serve "
+            "the fabric over gNMI/SNMP/host views/LLDP and gather it with the real collectors, as `demo` does "
+            "(one run per seed and kind, the seeds taking the kind's scenarios in turn)."
+        ),
+    ] = "fast",
 ) -> None:
-    """Score the detectors on simulated incidents with ground truth: precision, recall, localization,
-    job attribution and delay per kind, and findings on a clean baseline."""
+    """Score the detectors on simulated incidents with ground truth, per deployment profile: precision,
+    recall, localization (the right port, not merely the device), job attribution, findings per incident
+    and delay per kind, and findings on a clean baseline. A score with nothing to count shows `-`."""
     import json
 
-    from rocescope.sim.evaluate import SCENARIOS, RunOutcome, evaluate, scores_table
+    from rich.console import Console
+
+    from rocescope.sim.evaluate import PATHS, SCENARIOS, RunOutcome, evaluate, evaluation_json, scores_table
+    from rocescope.sim.profile import load_profile, profile_names
 
     kinds = kind or list(SCENARIOS)
     bad = sorted(set(kinds) - set(SCENARIOS))
     if bad:
         raise fail(ConfigError(f"unknown kind(s) {bad}; known: {sorted(SCENARIOS)}"))
-    baseline_findings: list[str] = []
+    if path not in PATHS:
+        raise fail(ConfigError(f"--path must be one of {', '.join(PATHS)}, not {path!r}"))
+    profiles: list[str | None] = list(profile_names()) if full else list(profile or []) or [None]
 
     def on_run(o: RunOutcome) -> None:
+        if as_json:
+            return
         found = ", ".join(f"{f.kind}@{f.devices[0] if f.devices else '?'}" for f in o.findings) or "none"
-        console.print(f"{o.scenario} seed {o.seed}: {len(o.truths)} incident(s), findings: {found}", highlight=False)
-        if o.scenario == "baseline":
-            baseline_findings.extend(f.summary for f in o.findings)
+        console.print(
+            f"{o.profile}: {o.scenario} seed {o.seed} ({o.path}, {o.wall_seconds + o.analyze_seconds:.0f} s): "
+            f"{len(o.truths)} incident(s), findings: {found}",
+            highlight=False,
+            soft_wrap=True,
+        )
 
     try:
+        for name in profiles:
+            load_profile(name)
         settings = load_settings()
-        scores, runs = evaluate(
+        results = evaluate(
             kinds,
             list(range(first_seed, first_seed + seeds)),
             parse_duration(baseline),
             settings.analysis,
             on_run=on_run,
+            profiles=profiles,
+            progress=not as_json,
+            path=path,
         )
-    except RocescopeError as exc:
-        raise fail(exc) from None
-    console.print(scores_table(scores, f"detector evaluation: {seeds} seed(s) per kind"), width=max(console.width, 100))
-    if parse_duration(baseline) > 0:
-        console.print(f"clean baseline ({baseline} of fabric time): {len(baseline_findings)} finding(s)")
+    except (RocescopeError, ValueError) as exc:
+        raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
+    document = evaluation_json(results)
     if out is not None:
-        out.write_text(
-            json.dumps(
-                {
-                    "scores": [s.as_dict() for s in scores.values()],
-                    "baseline_findings": baseline_findings,
-                    "runs": [
-                        {"scenario": r.scenario, "seed": r.seed, "findings": [f.summary for f in r.findings]}
-                        for r in runs
-                    ],
-                },
-                indent=2,
+        out.write_text(json.dumps(document, indent=2) + "\n")
+    if as_json:
+        sys.stdout.write(json.dumps(document, indent=2) + "\n")
+        return
+    wide = Console(width=max(console.width, 120))  # the tables stay whole in a CI log or a pipe
+    for r in results:
+        wide.print(scores_table(r.scores, f"profile {r.profile}, {path} path: {seeds} seed(s) per kind"))
+        if r.baseline_s > 0:
+            wide.print(
+                f"clean baseline ({r.baseline_s:g} s of fabric time, profile {r.profile}): "
+                f"{len(r.baseline_findings)} finding(s)",
+                highlight=False,
             )
-        )

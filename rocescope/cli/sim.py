@@ -30,6 +30,10 @@ def demo(
             "--kafka", help="Send the batches through the Kafka broker at kafka.bootstrap_servers (a sink runs here)."
         ),
     ] = False,
+    profile: Annotated[
+        str | None,
+        typer.Option(help="Deployment profile (name or YAML file, `rocescope sim list`); default: the scenario's."),
+    ] = None,
 ) -> None:
     """Simulate a RoCE training fabric with incidents, land its telemetry in the store, analyze it, show
     the findings per training job next to the ground truth, and write the HTML report and dashboards.
@@ -47,6 +51,7 @@ def demo(
     from rocescope.analysis.report.page import write_report
     from rocescope.analysis.run import analyze as run_analysis
     from rocescope.dashboards.build import build_all
+    from rocescope.sim.profile import load_profile
     from rocescope.sim.run import run_scenario
 
     try:
@@ -55,12 +60,14 @@ def demo(
             transport = settings.transport.model_copy(update={"kind": "kafka", "sink_in_process": True})
             settings = settings.model_copy(update={"transport": transport})
         seconds = parse_duration(duration) if duration else None
+        if profile is not None:
+            load_profile(profile)  # a bad profile fails before anything runs
         if fast:
-            summary = run_scenario(settings, scenario, seconds, None, progress=True)
+            summary = run_scenario(settings, scenario, seconds, None, progress=True, profile=profile)
         else:
             from rocescope.sim.serve import serve_scenario
 
-            summary, served = serve_scenario(settings, scenario, seconds, None, progress=True)
+            summary, served = serve_scenario(settings, scenario, seconds, None, progress=True, profile=profile)
             console.print(
                 f"served over gNMI/SNMP/host views: {served.gnmi_values_decoded} of {served.gnmi_values_sent} gNMI "
                 f"values decoded, {served.nic_polls} NIC polls, {served.snmp_polls} SNMP walk(s)",
@@ -110,13 +117,18 @@ def demo(
 
 
 def sim_list() -> None:
-    """The shipped scenarios."""
+    """The shipped scenarios and deployment profiles."""
+    from rocescope.sim.profile import load_profile, profile_names
     from rocescope.sim.scenario import load_scenario, scenario_names
 
+    console.print("[bold]scenarios[/bold]")
     for name in scenario_names():
         sc = load_scenario(name)
         kinds = ", ".join(sorted({i.kind for i in sc.incidents})) or "no incidents"
         console.print(f"{name}: {sc.duration:g} s; {kinds}", highlight=False)
+    console.print("[bold]profiles[/bold] (--profile)")
+    for name in profile_names():
+        console.print(f"{name}: {load_profile(name).description}", highlight=False)
 
 
 def sim_run(
@@ -132,23 +144,30 @@ def sim_run(
         ),
     ] = False,
     speed: Annotated[float, typer.Option(help="With --serve: fabric seconds per wall second (1 = real time).")] = 1.0,
+    profile: Annotated[
+        str | None,
+        typer.Option(help="Deployment profile (name or YAML file); default: the scenario's `profile:`."),
+    ] = None,
 ) -> None:
-    """Simulate a scenario and send its telemetry through the pipeline into the store (fast path), or serve
-    it over the real protocols (`--serve`)."""
+    """Simulate a scenario and send its telemetry through the pipeline into the store (fast path), as a
+    deployment profile's gear reports it, or serve it over the real protocols (`--serve`)."""
+    from rocescope.sim.profile import load_profile
     from rocescope.sim.run import run_scenario
 
     try:
         settings = load_settings()
         seconds = parse_duration(duration) if duration else None
+        if profile is not None:
+            load_profile(profile)  # a bad profile fails before anything runs
         if serve:
             from rocescope.sim.serve import serve_scenario
 
             summary, _ = serve_scenario(
                 settings, scenario, seconds, out, progress=True, speed=speed, collect=False,
-                stop=run_until_stopped(None), on_ready=lambda server: _print_served(server, out),
+                stop=run_until_stopped(None), on_ready=lambda server: _print_served(server, out), profile=profile,
             )  # fmt: skip
         else:
-            summary = run_scenario(settings, scenario, seconds, out, progress=True)
+            summary = run_scenario(settings, scenario, seconds, out, progress=True, profile=profile)
     except RocescopeError as exc:
         raise fail(exc) from None
     for line in summary.lines():

@@ -19,11 +19,19 @@ holds the grpc plumbing this target shares with the LLDP one. Optional TLS (PEM 
 username/password metadata (a wrong pair is refused with UNAUTHENTICATED), and `extra()`, a test hook
 whose items (Notifications, or raw bytes) are sent after every sample round.
 
-With a `clock` (a `TickClock`, e.g. `rocescope.sim.facades.clock.FabricClock`) SAMPLE runs on FABRIC
-time: the stream waits for each published tick, sends each subscription whose fabric-time interval is due
-(notification timestamps = the tick's fabric time), then acknowledges the tick to the clock, whose
-barrier keeps the simulator from running ahead of the slowest stream; each tick is sent exactly
-once. Rendering is then cached per subscription and table layout (only the values change per tick).
+A deployment profile's switch (`dialect`: `sonic`, `openconfig`, `srlinux`, `cumulus`; see `gnmi_paths`)
+serves each row at the one path its OS uses instead.
+
+With a `clock` (a `TickClock`, e.g. `rocescope.sim.facades.clock.FabricClock`) and the `device` it serves,
+SAMPLE runs on FABRIC time, on the device's own counter polls: the clock holds, per row, what the device
+last read, when (its stamp, on the device's clock) and at which tick. On each published tick a subscription
+sends the rows the device read since its previous sample, once its interval has passed since then (a
+device's sample timer runs in phase with its counter poll, so every read is sent once, at its own stamp),
+one notification per stamp (SONiC: per read of a metric group, one JSON document, stamped when the group
+was read; OpenConfig and SR Linux: the leaves of one stamp, each at its full path); then the stream
+acknowledges the tick to the clock, whose barrier keeps the simulator from running ahead of the slowest
+stream. On the clock's final tick every subscription sends what it still holds. Rendering is cached per
+subscription (the layout is fixed; only values change per tick).
 """
 
 from __future__ import annotations
@@ -34,20 +42,23 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any, Protocol
 
 import grpc
+import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 
 from rocescope.collectors.gnmi.decode import is_sonic
 from rocescope.collectors.gnmi.paths import path_elems
 from rocescope.collectors.gnmi.proto import pb
 from rocescope.sim.engine import Engine
+from rocescope.sim.facades.clock import FeedView
 from rocescope.sim.facades.gnmi_render import (
     RenderPlan,
     Subscription,
-    layout_key,
     leaves_of,
     notifications,
     plan_for,
     rendered,
+    subplan,
     ts_ns,
 )
 from rocescope.sim.facades.gnmi_server import ENCODINGS, JSON_IETF, ONCE, STREAM, capabilities, start_server
@@ -76,6 +87,9 @@ class TickClock(Protocol):
     def done(self, consumer: int, tick: int) -> None:
         """The consumer has finished with `tick`."""
 
+    def view(self, device: str) -> FeedView:
+        """What `device` has read so far, as of the latest tick."""
+
 
 class GnmiFacade:
     """A gNMI target (grpc server on `host`, a free port unless `port` is given) serving `source()`."""
@@ -93,8 +107,12 @@ class GnmiFacade:
         extra: Callable[[], Iterable[Any]] | None = None,
         max_workers: int = 16,
         clock: TickClock | None = None,
+        device: str = "",
+        dialect: str = "ideal",
     ) -> None:
         self.source = source
+        self.device = device
+        self.dialect = dialect
         self.host = host
         self.port = port
         self.tls = tls
@@ -172,7 +190,7 @@ class GnmiFacade:
     def _get(self, request: Any, context: Any) -> Any:
         self._auth(context)
         table = self.source()
-        leaves, ts = leaves_of(table), ts_ns(table)
+        leaves, ts = leaves_of(table, self.dialect), ts_ns(table)
         encoding = request.encoding if request.encoding in ENCODINGS else JSON_IETF
         out = []
         for path in request.path:
@@ -210,7 +228,7 @@ class GnmiFacade:
             ready = [i for i, t in enumerate(due) if t <= now]
             if ready:
                 table = self.source()
-                leaves, ts = leaves_of(table), ts_ns(table)
+                leaves, ts = leaves_of(table, self.dialect), ts_ns(table)
                 for i in ready:
                     for n in notifications(subs[i], leaves, ts, encoding, sl.prefix.target):
                         with self._lock:
@@ -238,12 +256,16 @@ class GnmiFacade:
         ended: threading.Event,
         stopping: threading.Event,
     ) -> Iterator[Any]:
-        """SAMPLE on fabric time: one round per published tick, each subscription when its interval is due."""
+        """SAMPLE on fabric time: per published tick, each subscription sends the rows read since its last
+        sample once its interval has passed (every pending row on the final tick)."""
         consumer = clock.register(f"gnmi {self.address}")
         try:
             seen = 0
-            due: list[int | None] = [None] * len(subs)
-            plans: dict[tuple[int, tuple[Any, ...]], RenderPlan] = {}
+            sent_tick = [0] * len(subs)  # rows read after this tick are pending
+            sent_at: list[int | None] = [None] * len(subs)  # fabric time (ns) of the last sample
+            plans: list[tuple[RenderPlan, npt.NDArray[np.int64]]] | None = None
+            picked: dict[tuple[int, bytes], RenderPlan] = {}
+            spread: npt.NDArray[np.int64] | None = None
             synced = False
             while not (ended.is_set() or stopping.is_set()):
                 tick = clock.wait_tick(seen, 0.1)
@@ -252,25 +274,30 @@ class GnmiFacade:
                 if tick < 0:
                     return
                 seen = tick
-                table = self.source()
-                ts = ts_ns(table)
-                layout = layout_key(table)
-                values = table.column("value").to_numpy()
+                view = clock.view(self.device)
+                if plans is None:
+                    made = (plan_for(s, view.layout, self.dialect) for s in subs)
+                    plans = [(p, np.asarray(p.rows, np.int64)) for p in made]
+                    if self.dialect == "sonic":
+                        spread = view.layout.column("spread_ns").to_numpy()
+                # a notification per stamp; SONiC: per read of a group (its paths' spread is inside one document)
+                notes = view.stamps if spread is None else view.stamps - spread
                 sent = 0
                 for i, sub in enumerate(subs):
-                    step = max(1, round(sub.interval_s * 1e9))
-                    when = due[i]
-                    if when is not None and ts < when - step // 1000:  # (a microsecond of slack per interval)
+                    plan, rows = plans[i]
+                    if not len(rows):
                         continue
-                    due[i] = (ts if when is None else when) + step
-                    plan = plans.get((i, layout))
-                    if plan is None:
-                        plan = plans[(i, layout)] = plan_for(sub, table)
-                    sent += len(plan.rows)
-                    for n in rendered(sub, plan, values, ts, encoding, sl.prefix.target):
-                        with self._lock:
-                            self.notifications += 1
+                    pending = view.read_at[rows] > sent_tick[i]
+                    if not pending.any():
+                        continue
+                    step = max(1, round(sub.interval_s * 1e9))
+                    last = sent_at[i]
+                    if not view.final and last is not None and view.ts_ns < last + step - step // 1000:
+                        continue
+                    sent_tick[i], sent_at[i] = tick, view.ts_ns
+                    for n in self._sample(sub, i, plan, rows, pending, notes, view.values, encoding, sl, picked):
                         yield pb.SubscribeResponse(update=n)
+                    sent += int(pending.sum())
                 with self._lock:
                     self.values_sent += sent
                 if not synced:
@@ -281,6 +308,40 @@ class GnmiFacade:
                     return
         finally:
             clock.unregister(consumer)
+
+    def _sample(
+        self,
+        sub: Subscription,
+        i: int,
+        plan: RenderPlan,
+        rows: npt.NDArray[np.int64],
+        pending: npt.NDArray[np.bool_],
+        notes: npt.NDArray[np.int64],
+        values: npt.NDArray[np.float64],
+        encoding: int,
+        sl: Any,
+        picked: dict[tuple[int, bytes], RenderPlan],
+    ) -> list[Any]:
+        """The notifications of one sample: the pending rows, one notification (or SONiC document) per stamp."""
+        stamps = notes[rows]
+        out: list[Any] = []
+        together = self.dialect != "ideal"  # a profile's device sends each stamp's leaves in one notification
+        if pending.all() and (stamps == stamps[0]).all():
+            out = rendered(sub, plan, values, int(stamps[0]), encoding, sl.prefix.target, together)
+        else:
+            picks = np.flatnonzero(pending)
+            for stamp in np.unique(stamps[picks]):
+                sel = picks[stamps[picks] == stamp]
+                key = (i, sel.tobytes())
+                part = picked.get(key)
+                if part is None:
+                    part = subplan(plan, sel.tolist())
+                    if len(picked) < 4096:
+                        picked[key] = part
+                out += rendered(sub, part, values, int(stamp), encoding, sl.prefix.target, together)
+        with self._lock:
+            self.notifications += len(out)
+        return out
 
 
 def engine_source(

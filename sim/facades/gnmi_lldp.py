@@ -2,11 +2,12 @@
 
 Apart from `gnmi.GnmiFacade` (which serves counters), with the grpc plumbing of `gnmi_server`. It serves
 `/lldp/interfaces/interface[name=P]/neighbors/neighbor[id=N]/state` for every cabled port of the
-device, as an SONiC/OpenConfig switch would: Get and Subscribe ONCE (STREAM is refused: LLDP state is
-read on a slow poll). JSON/JSON_IETF answers carry one object per neighbor (`system-name`, `port-id`,
-`port-id-type`, `chassis-id`...); PROTO answers carry typed string leaves. `get_enabled=False` makes Get
-UNIMPLEMENTED (the collector then falls back to ONCE); `extra()` yields items (Notifications, or raw
-bytes) sent after the neighbors, for tests of malformed answers.
+device (under a deployment profile, `names`: its OS's port names, and the port id each peer advertises:
+a name, or a SONiC alias of subtype LOCAL), as an SONiC/OpenConfig switch would: Get and Subscribe ONCE
+(STREAM is refused: LLDP state is read on a slow poll). JSON/JSON_IETF answers carry one object per
+neighbor (`system-name`, `port-id`, `port-id-type`, `chassis-id`...); PROTO answers carry typed string
+leaves. `get_enabled=False` makes Get UNIMPLEMENTED (the collector then falls back to ONCE); `extra()`
+yields items (Notifications, or raw bytes) sent after the neighbors, for tests of malformed answers.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ import grpc
 
 from rocescope.collectors.gnmi.proto import pb
 from rocescope.sim.facades.gnmi_server import ONCE, PROTO, capabilities, gnmi_path, set_json, start_server
-from rocescope.sim.facades.lldp import chassis_mac
+from rocescope.sim.facades.lldp import chassis_mac, port_id
+from rocescope.sim.portnames import PortNames
 from rocescope.sim.topology import Topology
 
 __all__ = ["LldpGnmiFacade"]
@@ -36,8 +38,10 @@ class LldpGnmiFacade:
         host: str = "127.0.0.1",
         get_enabled: bool = True,
         extra: Callable[[], Iterable[Any]] | None = None,
+        names: PortNames | None = None,
     ) -> None:
         self.topology = topology
+        self.names = names
         self.device = device
         self.host = host
         self.port = 0
@@ -63,11 +67,13 @@ class LldpGnmiFacade:
             self._server = None
 
     def _state(self, port: Any) -> dict[str, str]:
+        subtype, value = port_id(port, self.names)
+        kind = "INTERFACE_NAME" if subtype == "ifname" else "LOCAL"
         return {
             "openconfig-lldp:system-name": port.peer_device,
-            "openconfig-lldp:port-id": port.peer_port,
-            "openconfig-lldp:port-id-type": "openconfig-lldp-types:INTERFACE_NAME",
-            "openconfig-lldp:port-description": port.peer_port,
+            "openconfig-lldp:port-id": value,
+            "openconfig-lldp:port-id-type": f"openconfig-lldp-types:{kind}",
+            "openconfig-lldp:port-description": value,
             "openconfig-lldp:chassis-id": chassis_mac(self.topology, port.peer_device),
             "openconfig-lldp:chassis-id-type": "openconfig-lldp-types:MAC_ADDRESS",
             "openconfig-lldp:id": port.peer_device,
@@ -80,7 +86,7 @@ class LldpGnmiFacade:
                 [
                     ("lldp", ()),
                     ("interfaces", ()),
-                    ("interface", (("name", port.name),)),
+                    ("interface", (("name", self.names.local(self.device, port.name) if self.names else port.name),)),
                     ("neighbors", ()),
                     ("neighbor", (("id", port.peer_device),)),
                 ]

@@ -7,8 +7,13 @@ subscription (or Get path) from them, in the encoding asked: PROTO typed leaves,
 sonic-gnmi sends them (one JSON object of string values per subscription, keyed by what the wildcards
 matched; OpenConfig leaves as JSON scalars, uint64 as strings per RFC 7951).
 
+A deployment profile's switch (`dialect` other than `ideal`) serves each row at the one path its OS
+uses (`gnmi_paths.served`: SONiC, OpenConfig, SR Linux), its values spelled as that OS spells them
+(`up`/`down`, speeds in Mb/s or as `SPEED_400GB` / `400G`).
+
 The fabric-time streams render every tick: `plan_for` matches a subscription against a table's row
-layout once, `rendered` then builds the tick's notifications from its values only.
+layout once, `rendered` then builds the tick's notifications from its values only (`subplan`: of the
+rows a device read since the subscription's last sample).
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ import pyarrow as pa
 
 from rocescope import catalog
 from rocescope.collectors.gnmi.proto import pb
+from rocescope.sim.facades.gnmi_paths import served
 from rocescope.sim.facades.gnmi_server import PROTO, Elem, gnmi_path, set_json
 
 _Spec = tuple[str, tuple[Elem, ...], int, int, str]
@@ -40,6 +46,7 @@ class Leaf:
     prefix_len: int  # elements that go into the notification prefix (one notification per object)
     text: str  # how the value is spelled as text ("123", "UP", "true")
     value: float
+    style: str = "number"  # how `text` spells `value` (see `_text`)
 
 
 def _e(elem: str, **keys: str) -> Elem:
@@ -56,8 +63,11 @@ def _sonic_group(raw: str) -> str:
     return "Pfcwd" if raw.startswith("PFC_WD") else "Queues"
 
 
-def _specs(port: str, prio: int, metric: str, raw: str) -> list[_Spec]:
+def _specs(port: str, prio: int, metric: str, raw: str, dialect: str = "ideal", group: str = "ports") -> list[_Spec]:
     """(family, elems, obj_len, prefix_len, text style) of every path one row is served at."""
+    if dialect != "ideal":
+        hit = served(dialect, port, prio, metric, raw, group)
+        return [] if hit is None else [(hit.family, hit.elems, hit.obj_len, hit.prefix_len, hit.style)]
     out: list[_Spec] = []
     sai = catalog.resolve("sonic_sai", raw)
     if sai is not None:
@@ -79,30 +89,58 @@ def _specs(port: str, prio: int, metric: str, raw: str) -> list[_Spec]:
     return out
 
 
+def _speed_words(bps: float) -> tuple[str, str]:
+    """(OpenConfig ETHERNET_SPEED identity, SR Linux port-speed enum) of a speed in bits/s."""
+    gb = bps / 1e9
+    if gb >= 1 and gb == int(gb):
+        return f"openconfig-if-ethernet:SPEED_{int(gb)}GB", (f"{int(gb)}G" if gb < 1000 else f"{int(gb) // 1000}T")
+    mb = int(bps / 1e6)
+    return f"openconfig-if-ethernet:SPEED_{mb}MB", f"{mb}M"
+
+
 def _text(value: float, style: str) -> str:
+    """A value as the device spells it: `state` UP/DOWN, `updown` up/down, `bool` true/false, `mbps` a speed
+    in Mb/s (SONiC PORT_TABLE), `oc_speed` / `srl_speed` a speed as an OpenConfig identity / SR Linux enum."""
     if style == "state":
         return "UP" if value else "DOWN"
+    if style == "updown":
+        return "up" if value else "down"
     if style == "bool":
         return "true" if value else "false"
+    if style == "mbps":
+        return str(int(value // 1e6))
+    if style in ("oc_speed", "srl_speed"):
+        return _speed_words(value)[style == "srl_speed"]
     return str(int(value)) if value == int(value) else repr(value)
 
 
-_spec_cache: dict[tuple[str, int, str, str], list[_Spec]] = {}
+_spec_cache: dict[tuple[str, int, str, str, str, str], list[_Spec]] = {}
 
 
-def leaves_of(table: pa.Table) -> list[Leaf]:
+def _cached_specs(port: str, prio: int, metric: str, raw: str, dialect: str, group: str) -> list[_Spec]:
+    key = (port, prio, metric, raw, dialect, group)
+    specs = _spec_cache.get(key)
+    if specs is None:
+        specs = _spec_cache[key] = _specs(*key)
+    return specs
+
+
+def _groups(table: pa.Table) -> list[str]:
+    """Each row's metric group (a profile's layout has them; a bare snapshot is all `ports`)."""
+    if "group" in table.schema.names:
+        return [str(g) for g in table.column("group").to_pylist()]
+    return ["ports"] * table.num_rows
+
+
+def leaves_of(table: pa.Table, dialect: str = "ideal") -> list[Leaf]:
     """Every path the rows of a `counters` table are served at, with their values."""
     cols = table.select(["port", "priority", "metric", "raw_name", "value"]).to_pydict()
     out: list[Leaf] = []
-    for port, prio, metric, raw, value in zip(
-        cols["port"], cols["priority"], cols["metric"], cols["raw_name"], cols["value"], strict=True
+    for port, prio, metric, raw, value, group in zip(
+        cols["port"], cols["priority"], cols["metric"], cols["raw_name"], cols["value"], _groups(table), strict=True
     ):
-        key = (port, prio, metric, raw)
-        specs = _spec_cache.get(key)
-        if specs is None:
-            specs = _spec_cache[key] = _specs(port, prio, metric, raw)
-        for family, elems, obj_len, prefix_len, style in specs:
-            out.append(Leaf(family, elems, obj_len, prefix_len, _text(value, style), float(value)))
+        for family, elems, obj_len, prefix_len, style in _cached_specs(port, prio, metric, raw, dialect, group):
+            out.append(Leaf(family, elems, obj_len, prefix_len, _text(value, style), float(value), style))
     return out
 
 
@@ -146,8 +184,10 @@ def _matches(sub: Subscription, leaf: Leaf) -> list[str] | None:
 
 
 def _typed(leaf: Leaf, val: Any) -> None:
-    if leaf.text in ("UP", "DOWN"):
+    if leaf.style in ("state", "updown", "oc_speed", "srl_speed"):
         val.string_val = leaf.text
+    elif leaf.style == "mbps":
+        val.uint_val = int(leaf.text)
     elif leaf.value >= 0 and leaf.value == int(leaf.value) and leaf.value < 2**64:
         val.uint_val = int(leaf.value)
     else:
@@ -161,11 +201,27 @@ def notifications(sub: Subscription, leaves: Sequence[Leaf], ts: int, encoding: 
 
 
 def _encode(
-    sub: Subscription, matched: Sequence[tuple[Leaf, list[str]]], ts: int, encoding: int, target: str
+    sub: Subscription,
+    matched: Sequence[tuple[Leaf, list[str]]],
+    ts: int,
+    encoding: int,
+    target: str,
+    together: bool = False,
 ) -> list[Any]:
-    """The notifications of the leaves a subscription matched (with what its wildcards matched)."""
+    """The notifications of the leaves a subscription matched (with what its wildcards matched); `together`:
+    OpenConfig leaves (of one stamp) in one notification, each update at its full path (an empty prefix)."""
     if not matched:
         return []
+    if together and sub.family != "sonic":
+        n = pb.Notification(timestamp=ts, prefix=pb.Path(target=target))
+        for leaf, _ in matched:
+            u = n.update.add()
+            u.path.CopyFrom(gnmi_path(leaf.elems))
+            if encoding == PROTO:
+                _typed(leaf, u.val)
+            else:
+                set_json(u.val, json.dumps(leaf.text).encode(), encoding)
+        return [n]
     if encoding == PROTO:
         groups: dict[tuple[Elem, ...], Any] = {}
         for leaf, _ in matched:
@@ -241,17 +297,16 @@ def layout_key(table: pa.Table) -> tuple[Any, ...]:
     return tuple(parts)
 
 
-def plan_for(sub: Subscription, table: pa.Table) -> RenderPlan:
+def plan_for(sub: Subscription, table: pa.Table, dialect: str = "ideal") -> RenderPlan:
     cols = table.select(["port", "priority", "metric", "raw_name"]).to_pydict()
     rows: list[int] = []
     specs: list[_Spec] = []
     wilds: list[list[str]] = []
     keys: list[list[str]] = []
-    for r, key in enumerate(zip(cols["port"], cols["priority"], cols["metric"], cols["raw_name"], strict=True)):
-        spec_list = _spec_cache.get(key)
-        if spec_list is None:
-            spec_list = _spec_cache[key] = _specs(*key)
-        for spec in spec_list:
+    for r, (port, prio, metric, raw, group) in enumerate(
+        zip(cols["port"], cols["priority"], cols["metric"], cols["raw_name"], _groups(table), strict=True)
+    ):
+        for spec in _cached_specs(port, prio, metric, raw, dialect, group):
             family, elems, obj_len, prefix_len, _style = spec
             probe = Leaf(family, elems, obj_len, prefix_len, "", 0.0)
             wild = _matches(sub, probe)
@@ -262,6 +317,16 @@ def plan_for(sub: Subscription, table: pa.Table) -> RenderPlan:
             wilds.append(wild)
             keys.append(_sonic_keys(sub, probe, wild))
     return RenderPlan(rows, specs, wilds, keys if sub.family == "sonic" else None)
+
+
+def subplan(plan: RenderPlan, picks: Sequence[int]) -> RenderPlan:
+    """The plan of some of its leaves (`picks`: their positions in `plan`)."""
+    return RenderPlan(
+        [plan.rows[i] for i in picks],
+        [plan.specs[i] for i in picks],
+        [plan.wild[i] for i in picks],
+        None if plan.keys is None else [plan.keys[i] for i in picks],
+    )
 
 
 def _texts(values: np.ndarray[Any, Any], styles: Sequence[str]) -> list[str]:
@@ -277,9 +342,16 @@ def _texts(values: np.ndarray[Any, Any], styles: Sequence[str]) -> list[str]:
 
 
 def rendered(
-    sub: Subscription, plan: RenderPlan, values: np.ndarray[Any, Any], ts: int, encoding: int, target: str
+    sub: Subscription,
+    plan: RenderPlan,
+    values: np.ndarray[Any, Any],
+    ts: int,
+    encoding: int,
+    target: str,
+    together: bool = False,
 ) -> list[Any]:
-    """What `notifications` sends for this subscription, from a cached plan and this tick's values."""
+    """What `notifications` sends for this subscription, from a cached plan and this tick's values (`together`:
+    see `_encode`)."""
     if not plan.rows:
         return []
     vals = values[plan.rows]
@@ -287,9 +359,9 @@ def rendered(
     if plan.keys is not None and encoding != PROTO:  # the hot path: one SONiC JSON document per subscription
         return [_sonic_json(sub, zip(plan.keys, texts, strict=True), ts, encoding, target)]
     matched = [
-        (Leaf(family, elems, obj_len, prefix_len, text, float(v)), wild)
-        for (family, elems, obj_len, prefix_len, _), text, v, wild in zip(
+        (Leaf(family, elems, obj_len, prefix_len, text, float(v), style), wild)
+        for (family, elems, obj_len, prefix_len, style), text, v, wild in zip(
             plan.specs, texts, vals.tolist(), plan.wild, strict=True
         )
     ]
-    return _encode(sub, matched, ts, encoding, target)
+    return _encode(sub, matched, ts, encoding, target, together)

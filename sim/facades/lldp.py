@@ -7,7 +7,10 @@ of single-key objects: one neighbor gives `"interface": {"eth0": {...}}`, severa
 `"interface": [{"Ethernet0": {...}}, {"Ethernet4": {...}}]`. `neighbor_interfaces` undoes that.
 
 The neighbor's chassis id is its MAC (a host's first NIC MAC; a switch's base MAC derived from its
-name), its port id the interface name (`ifname` subtype, as SONiC and `portidsubtype ifname` set it).
+name), its port id the interface name (`ifname` subtype, as `portidsubtype ifname` sets it). Under a
+deployment profile (`names`, a `rocescope.sim.portnames.PortNames`) ports carry the switch OS's names, and
+a SONiC switch advertises its port alias (`etp1`) with subtype `local`, as lldpmgrd configures lldpd
+(`configure ports Ethernet0 lldp portidsubtype local etp1`).
 """
 
 from __future__ import annotations
@@ -15,9 +18,10 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
+from rocescope.sim.portnames import PortNames
 from rocescope.sim.topology import Device, Port, Topology
 
-__all__ = ["chassis_mac", "lldp_neighbors_json", "neighbor_interfaces"]
+__all__ = ["chassis_mac", "lldp_neighbors_json", "neighbor_interfaces", "port_id"]
 
 TTL_S = 120
 _DESCR = {
@@ -41,9 +45,20 @@ def _mgmt_ip(d: Device) -> str:
     return f"192.168.{third}.{d.index}" if d.index < 255 else f"192.168.{third}.254"
 
 
-def _neighbor(topology: Topology, port: Port, rid: int) -> dict[str, Any]:
+def port_id(port: Port, names: PortNames | None) -> tuple[str, str]:
+    """(subtype, value) of the LLDP port id the peer of `port` advertises: its name (`ifname`) or, where the
+    profile says so, its alias (`local`)."""
+    if names is None:
+        return "ifname", port.peer_port
+    advertised = names.lldp_id(port.peer_device, port.peer_port)
+    local = names.local(port.peer_device, port.peer_port)
+    return ("ifname" if advertised == local else "local"), advertised
+
+
+def _neighbor(topology: Topology, port: Port, rid: int, names: PortNames | None = None) -> dict[str, Any]:
     peer = topology.device(port.peer_device)
     bridge = peer.role != "host"
+    subtype, value = port_id(port, names)
     return {
         "via": "LLDP",
         "rid": str(rid),
@@ -62,19 +77,20 @@ def _neighbor(topology: Topology, port: Port, rid: int) -> dict[str, Any]:
             }
         },
         "port": {
-            "id": {"type": "ifname", "value": port.peer_port},
-            "descr": port.peer_port,
+            "id": {"type": subtype, "value": value},
+            "descr": value,
             "ttl": str(TTL_S),
             "auto-negotiation": {"supported": False, "enabled": False, "current": "Unknown"},
         },
     }
 
 
-def lldp_neighbors_json(topology: Topology, device: str) -> dict[str, Any]:
+def lldp_neighbors_json(topology: Topology, device: str, names: PortNames | None = None) -> dict[str, Any]:
     """What `lldpcli show neighbors -f json` prints on `device`: one neighbor per cabled port."""
     rids: dict[str, int] = {}
+    local = names.local if names is not None else (lambda _d, p: p)
     items = [
-        {p.name: _neighbor(topology, p, rids.setdefault(p.peer_device, len(rids) + 1))}
+        {local(device, p.name): _neighbor(topology, p, rids.setdefault(p.peer_device, len(rids) + 1), names)}
         for p in topology.ports_of(device)
     ]
     if not items:

@@ -10,7 +10,9 @@ table) whenever that table's timestamp changes. What the real `rocescope.collect
   ifHighSpeed (Gauge32, Mb/s);
 * IEEE8021-PFC-MIB ieee8021PfcRequests / ieee8021PfcIndications (per interface, all priorities:
   the sums of `pfc_tx_pause` / `pfc_rx_pause`, Counter32);
-* MELLANOX-QOS-MIB mellanoxQoSPFC{Rx,Tx}Pause{Pkts,Duration} per (ifIndex, priority), Counter64.
+* MELLANOX-QOS-MIB mellanoxQoSPFC{Rx,Tx}Pause{Pkts,Duration} per (ifIndex, priority), Counter64;
+* any other per-(ifIndex, priority) object the SNMP collector knows, from rows named after it (a deployment
+  profile's raw names: Arista's ARISTA-PFC-MIB aristaPfcPriorityRequests / Indications), Counter64.
 
 ifIndex = position of the port among the switch's ports + 1. One asyncio loop (`SnmpServer`, on its
 own thread) serves every switch's agent. SNMPv1 and SET are not answered (no response, as an agent
@@ -28,6 +30,8 @@ from typing import Any
 import pyarrow as pa
 from pyasn1.codec.ber import decoder, encoder
 from pysnmp.proto import api, rfc1902, rfc1905
+
+from rocescope.collectors.snmp.objects import OBJECTS
 
 __all__ = ["SnmpAgentFacade", "SnmpServer", "oid_table"]
 
@@ -74,13 +78,20 @@ def _value(kind: str, x: float) -> Any:
 def oid_table(table: pa.Table) -> tuple[list[Oid], list[Any]]:
     """The agent's MIB view of one switch's `counters` rows: sorted OIDs and their values."""
     cols = table.select(["port", "priority", "metric", "value"]).to_pydict()
+    raws = table.column("raw_name").to_pylist() if "raw_name" in table.schema.names else [""] * table.num_rows
     ports: dict[str, int] = {}
     values: dict[tuple[str, str, int], float] = {}
-    for port, prio, metric, value in zip(cols["port"], cols["priority"], cols["metric"], cols["value"], strict=True):
+    by_object: list[tuple[str, str, int, float]] = []
+    for port, prio, metric, value, raw in zip(
+        cols["port"], cols["priority"], cols["metric"], cols["value"], raws, strict=True
+    ):
         if metric == "buffer_pool_watermark_bytes":
             continue  # not an interface
         ports.setdefault(port, len(ports) + 1)
         values[(port, metric, prio)] = value
+        obj = OBJECTS.get(raw)
+        if obj is not None and obj.index == "ifIndex.priority" and prio >= 0 and obj.oid[:-1] != _MLNX:
+            by_object.append((raw, port, prio, value))
     rows: list[tuple[Oid, Any]] = []
     for port, idx in ports.items():
         name = rfc1902.OctetString(port.encode())
@@ -102,6 +113,8 @@ def oid_table(table: pa.Table) -> tuple[list[Oid], list[Any]]:
             for q in prios:
                 if (port, metric, q) in values:
                     rows.append(((*column, idx, q), _value("c64", values[(port, metric, q)])))
+    for raw, port, prio, value in by_object:
+        rows.append(((*OBJECTS[raw].oid, ports[port], prio), _value("c64", value)))
     rows.sort(key=lambda r: r[0])
     return [r[0] for r in rows], [r[1] for r in rows]
 

@@ -178,7 +178,7 @@ def test_tls_and_credentials(engine: Engine, served: pl.DataFrame, tmp_path: Pat
     assert set(df["device"]) == {"a"}
     assert rows(df) == served_as(served, "sonic")
     assert health["a"].synced and health["a"].last_error is None
-    assert not health["b"].synced and health["b"].failures == 1
+    assert not health["b"].synced and health["b"].failures == len(bad.groups())  # each stream (COUNTERS_DB, APPL_DB)
     assert "UNAUTHENTICATED" in (health["b"].last_error or "")
     assert not health["c"].synced and health["c"].last_error
     assert f.rejected >= 1

@@ -20,6 +20,7 @@ from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch
 
 REAL = Path(__file__).resolve().parents[2] / "fixtures" / "realdata" / "04_gnmi_sonic"
+SONIC = Path(__file__).resolve().parents[2] / "fixtures" / "sonic"
 TS = 1_740_830_400_000_000_000
 
 
@@ -135,6 +136,146 @@ def test_golden_openconfig_interfaces_json() -> None:
     assert dec.stats.malformed == 0
 
 
+def test_golden_sonic_pfc_watchdog_in_vendor_alias_mode() -> None:
+    """sonic-gnmi's alias mode names queues `Ethernet68/1:3`: the port keeps its slash, the queue is the
+    priority of every PFC watchdog counter."""
+    n = pb.Notification(timestamp=TS, prefix=pb.Path(target="COUNTERS_DB"))
+    u = n.update.add()
+    for name in ("COUNTERS", "Ethernet68/1", "Pfcwd"):  # the alias is one element, slash included
+        u.path.elem.add(name=name)
+    u.val.json_ietf_val = (SONIC / "sonic-gnmi_COUNTERS_Ethernet68_Pfcwd_alias.json").read_bytes()
+    dec = GnmiDecoder("sonic-dut")
+    dec.feed(pb.SubscribeResponse(update=n).SerializeToString())
+    got = rows(frame(dec.flush()))
+    for q in (3, 4):
+        for metric in ("pfcwd_storm_detected", "pfcwd_storm_restored", "queue_paused"):
+            assert got[("Ethernet68/1", q, metric)] == 0.0
+    assert {p for p, _, _ in got} == {"Ethernet68/1"}
+
+
+# --- port speed from every source -------------------------------------------------------------------
+
+
+def notification(*updates: tuple[str, str, object], target: str = "", origin: str = "") -> bytes:
+    """A SubscribeResponse of (path, value kind, value) updates: what a target puts on the wire."""
+    n = pb.Notification(timestamp=TS, prefix=pb.Path(target=target, origin=origin))
+    for path, kind, value in updates:
+        u = n.update.add()
+        u.path.CopyFrom(parse_path(path))
+        setattr(u.val, kind, value)
+    return bytes(pb.SubscribeResponse(update=n).SerializeToString())
+
+
+def speeds(dec: GnmiDecoder) -> dict[tuple[str, str], float]:
+    df = frame(dec.flush()).filter(pl.col("metric") == "port_speed_bps")
+    return {(p, r): v for p, r, v in df.select("port", "raw_name", "value").iter_rows()}
+
+
+def test_openconfig_port_speed_identities_become_bits_per_second() -> None:
+    """Arista/OpenConfig: `ethernet/state/(negotiated-)port-speed` identities as string, JSON_IETF leaf or
+    JSON object member; SPEED_UNKNOWN is counted as non-numeric and gives no row (never a zero)."""
+    eth = "/interfaces/interface[name=Ethernet1/1]/ethernet/state"
+    oc_state = {
+        "openconfig-if-ethernet:port-speed": "openconfig-if-ethernet:SPEED_UNKNOWN",
+        "openconfig-if-ethernet:negotiated-port-speed": "openconfig-if-ethernet:SPEED_400GB",
+        "openconfig-if-ethernet:counters": {"in-mac-pause-frames": "7"},
+    }
+    dec = GnmiDecoder("arista")
+    dec.feed(notification(
+        (f"{eth}/negotiated-port-speed", "string_val", "SPEED_100GB"),
+        ("/interfaces/interface[name=Ethernet2/1]/ethernet/state/port-speed", "json_ietf_val",
+         b'"openconfig-if-ethernet:SPEED_2500MB"'),
+    ))  # fmt: skip
+    dec.feed(notification(("/interfaces/interface[name=Ethernet3/1]/ethernet/state", "json_ietf_val",
+                           json.dumps(oc_state).encode())))  # fmt: skip
+    df = frame(dec.flush())
+    got = {(p, m, r): v for p, m, r, v in df.select("port", "metric", "raw_name", "value").iter_rows()}
+    assert got == {
+        ("Ethernet1/1", "port_speed_bps", "ethernet/state/negotiated-port-speed"): 100e9,
+        ("Ethernet2/1", "port_speed_bps", "ethernet/state/port-speed"): 2.5e9,
+        ("Ethernet3/1", "port_speed_bps", "ethernet/state/negotiated-port-speed"): 400e9,
+        ("Ethernet3/1", "link_rx_pause", "ethernet/state/counters/in-mac-pause-frames"): 7.0,
+    }
+    assert dec.stats.nonnumeric == 1 and dec.stats.malformed == 0  # SPEED_UNKNOWN
+    again = GnmiDecoder("arista")  # a text value at a path whose metric is no speed stays non-numeric
+    again.feed(notification((f"{eth}/counters/in-mac-pause-frames", "string_val", "SPEED_100GB")))
+    assert again.flush() is None and again.stats.nonnumeric == 1 and again.stats.unknown == 0
+
+
+def test_srlinux_port_speed_enum() -> None:
+    dec = GnmiDecoder("srl")
+    dec.feed(notification(
+        ("/interface[name=ethernet-1/1]/ethernet/port-speed", "string_val", "400G"),
+        ("/srl_nokia-interfaces:interface[name=ethernet-1/2]/ethernet", "json_ietf_val",
+         b'{"srl_nokia-interfaces:port-speed": "25G", "auto-negotiate": false}'),
+    ))  # fmt: skip
+    raw = "ethernet/port-speed"
+    assert speeds(dec) == {("ethernet-1/1", raw): 400e9, ("ethernet-1/2", raw): 25e9}
+
+
+def test_sonic_port_table_speed_in_every_path_form() -> None:
+    """APPL_DB PORT_TABLE as sonic-gnmi serves it (the real table): the whole table (target APPL_DB), one
+    port under `sonic-db:APPL_DB/localhost`, one field of a multi-ASIC target; Mb/s -> bits/s; oper_status."""
+    table = json.loads((SONIC / "sonic-gnmi_APPL_DB_PORT_TABLE.json").read_text())
+    by_port = {key.partition(":")[2]: fields for key, fields in table.items()}
+    dec = GnmiDecoder("sonic")
+    dec.feed(response("PORT_TABLE", json.dumps(by_port).encode(), target="APPL_DB"))
+    df = frame(dec.flush())
+    got = rows(df)
+    for port, fields in by_port.items():
+        assert got[(port, -1, "port_speed_bps")] == float(fields["speed"]) * 1e6
+        assert got[(port, -1, "oper_up")] == (1.0 if fields["oper_status"] == "up" else 0.0)
+    assert got[("Ethernet0", -1, "raw:PORT_TABLE/mtu")] == 9100.0  # other fields are kept raw, named by table
+    assert set(df.filter(pl.col("metric") == "port_speed_bps")["raw_name"]) == {"PORT_TABLE/speed"}
+    assert dec.stats.malformed == 0 and dec.stats.nonnumeric > 0  # alias, lanes, description... are text
+
+    dec = GnmiDecoder("sonic")
+    dec.feed(notification(("APPL_DB/localhost/PORT_TABLE/Ethernet40", "json_ietf_val",
+                           json.dumps(by_port["Ethernet40"]).encode()), origin="sonic-db"))  # fmt: skip
+    dec.feed(notification(("PORT_TABLE/Ethernet80/speed", "string_val", "400000"), target="APPL_DB/asic1"))
+    dec.feed(notification(("PORT/Ethernet0/speed", "string_val", "100000"), target="CONFIG_DB"))
+    assert speeds(dec) == {
+        ("Ethernet40", "PORT_TABLE/speed"): 100e9,
+        ("Ethernet80", "PORT_TABLE/speed"): 400e9,
+        ("Ethernet0", "PORT/speed"): 100e9,
+    }
+
+
+def test_sonic_state_db_speed_and_unknown_speeds_give_no_row() -> None:
+    """STATE_DB's operational speed (real table): `rmt_adv_speeds: N/A` is text; a speed of 0 or N/A is
+    skipped and counted as non-numeric, never stored as a zero."""
+    table = json.loads((SONIC / "sonic-gnmi_STATE_DB_PORT_TABLE.json").read_text())
+    dec = GnmiDecoder("sonic")
+    dec.feed(response("PORT_TABLE", json.dumps({k.partition("|")[2]: v for k, v in table.items()}).encode(),
+                      target="STATE_DB"))  # fmt: skip
+    assert set(speeds(dec).values()) == {200e9}
+    dec = GnmiDecoder("sonic")
+    dec.feed(notification(
+        ("PORT_TABLE/Ethernet0/speed", "string_val", "0"),
+        ("PORT_TABLE/Ethernet4/speed", "string_val", "N/A"),
+        ("PORT_TABLE/Ethernet8/speed", "uint_val", 0),
+        ("PORT_TABLE/Ethernet12/speed", "json_ietf_val", b'"0"'),
+        target="APPL_DB",
+    ))  # fmt: skip
+    dec.feed(notification(("/interfaces/interface[name=Ethernet1/1]/ethernet/state/port-speed", "uint_val", 0)))
+    assert dec.flush() is None and dec.stats.nonnumeric == 5
+
+
+def test_sonic_since_clear_watermarks_stay_raw() -> None:
+    """USER_/PERSISTENT_WATERMARKS hold peaks since a clear: kept raw (with port and queue), never a
+    queue_watermark_bytes reading; PERIODIC_WATERMARKS (cleared by its timer) is one."""
+    value = b'{"Ethernet16:3": {"SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES": "1024"}}'
+    got = {}
+    for table in ("USER_WATERMARKS", "PERSISTENT_WATERMARKS", "PERIODIC_WATERMARKS"):
+        dec = GnmiDecoder("sonic")
+        dec.feed(response(f"{table}/Ethernet16/PriorityGroups", value, "COUNTERS_DB"))
+        got[table] = rows(frame(dec.flush()))
+    field = "SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES"
+    assert got["USER_WATERMARKS"] == {("Ethernet16", 3, f"raw:USER_WATERMARKS/{field}"): 1024.0}
+    assert got["PERSISTENT_WATERMARKS"] == {("Ethernet16", 3, f"raw:PERSISTENT_WATERMARKS/{field}"): 1024.0}
+    assert got["PERIODIC_WATERMARKS"] == {("Ethernet16", 3, "pg_watermark_bytes"): 1024.0}
+
+
 # --- path mapping --------------------------------------------------------------------------------
 
 
@@ -159,6 +300,24 @@ def test_golden_openconfig_interfaces_json() -> None:
              "/pfc-pause-frames-received", ("ethernet-1/1", 3, "pfc_rx_pause")),
         ("", "/qos/interfaces/interface[interface-id=ethernet-1/1]/output/queues/queue[queue-name=4]"
              "/queue-depth/high-watermark-1", ("ethernet-1/1", 4, "queue_watermark_bytes")),
+        ("", "/interfaces/interface[name=Ethernet1/1]/ethernet/state/negotiated-port-speed",
+         ("Ethernet1/1", -1, "port_speed_bps")),
+        ("", "/interface[name=ethernet-1/3]/ethernet/port-speed", ("ethernet-1/3", -1, "port_speed_bps")),
+        ("APPL_DB", "PORT_TABLE/Ethernet8/speed", ("Ethernet8", -1, "port_speed_bps")),
+        ("APPL_DB/asic0", "PORT_TABLE/Ethernet8/oper_status", ("Ethernet8", -1, "oper_up")),
+        ("", "sonic-db:STATE_DB/localhost/PORT_TABLE/Ethernet8/speed", ("Ethernet8", -1, "port_speed_bps")),
+        ("", "CONFIG_DB/PORT/Ethernet8/speed", ("Ethernet8", -1, "port_speed_bps")),
+        ("", "CONFIG_DB/localhost/PORT/Ethernet0/speed", ("Ethernet0", -1, "port_speed_bps")),
+        ("", "APPL_DB/PORT_TABLE/Ethernet0/speed", ("Ethernet0", -1, "port_speed_bps")),
+        ("", "APPL_DB/asic2/PORT_TABLE/Ethernet0/oper_status", ("Ethernet0", -1, "oper_up")),
+        ("COUNTERS_DB", "COUNTERS/Ethernet0/PriorityGroups/Ethernet0:3/SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS",
+         ("Ethernet0", 3, "pg_dropped_packets")),
+        ("", "COUNTERS_DB/COUNTERS/Ethernet0/Pfcwd/Ethernet0:4/PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS",
+         ("Ethernet0", 4, "pfcwd_tx_dropped_packets")),
+        ("COUNTERS_DB", "COUNTERS/Ethernet0/Pfcwd/Ethernet0:3/PFC_WD_QUEUE_STATS_RX_DROPPED_PACKETS",
+         ("Ethernet0", 3, "pfcwd_rx_dropped_packets")),
+        ("COUNTERS_DB", "PERIODIC_WATERMARKS/Ethernet0/Queues/Ethernet0:3/SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES",
+         ("Ethernet0", 3, "queue_watermark_bytes")),
     ],
 )  # fmt: skip
 def test_paths_resolve(target: str, path: str, expected: tuple[str, int, str]) -> None:

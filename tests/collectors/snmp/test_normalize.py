@@ -121,6 +121,15 @@ def test_synthetic_switch_pfc_oper_speed(tmp_path: Path) -> None:
     assert collector.unsupported("srl1") == set()
 
 
+def test_an_unknown_speed_gives_no_row() -> None:
+    """IF-MIB ifHighSpeed is 0 where no speed is known (a port down or without a transceiver): skipped and
+    counted, never a 0 b/s speed that would make the port look 100% busy or 0% busy."""
+    speed = OBJECTS["ifHighSpeed"]
+    norm = normalize([((*speed.oid, 7), 0), ((*speed.oid, 8), 400_000)], [speed])
+    assert list(zip(norm.ifindex, norm.rows.metric, norm.rows.value, strict=True)) == [(8, "port_speed_bps", 400e9)]
+    assert norm.rows.nonnumeric == 1 and norm.rows.malformed == 0
+
+
 def test_per_priority_vendor_tables_take_priority_from_the_index() -> None:
     rows = [
         (parse_oid("1.3.6.1.4.1.9.9.813.1.2.1.2.7.3"), 42),  # cpfcIfPriorityRequests ifIndex 7 prio 3

@@ -1,0 +1,52 @@
+"""`--profile` on `sim run`, `demo` and `eval`: the store holds what that gear reports; eval scores per profile."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from rocescope.cli import app
+
+runner = CliRunner()
+
+
+def test_sim_run_lands_what_the_profile_reports(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    cfg = str(write_config(tmp_path))
+    result = runner.invoke(app, ["--config", cfg, "sim", "list"])
+    assert result.exit_code == 0 and "arista-eos:" in result.output and "sonic-broadcom:" in result.output
+    out = tmp_path / "run"
+    args = ["sim", "run", "--scenario", "pfc_storm", "--duration", "70s", "--profile", "arista-eos", "--out", str(out)]
+    result = runner.invoke(app, ["--config", cfg, *args])
+    assert result.exit_code == 0, result.output
+    assert "profile arista-eos" in result.output
+    truth = json.loads((out / "ground_truth.json").read_text())
+    assert truth["profile"] == "arista-eos" and "leaf-r0-01:Ethernet5/1" in truth["incidents"][0]["ports"]
+    query = "SELECT DISTINCT port FROM counters WHERE device = 'leaf-r0-01' AND metric = 'tx_bytes' ORDER BY port"
+    result = runner.invoke(app, ["--config", cfg, "sql", query, "--format", "csv"])
+    ports = result.stdout.splitlines()[1:]
+    assert ports and all(p.strip('"').startswith("Ethernet") and "/" in p for p in ports)
+    result = runner.invoke(app, ["--config", cfg, "sql", "SELECT DISTINCT device FROM links", "--format", "csv"])
+    assert all(d.startswith('"gpu-') for d in result.stdout.splitlines()[1:])  # LLDP from the hosts only
+
+
+def test_served_demo_refuses_a_profile_it_cannot_serve(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    cfg = str(write_config(tmp_path))
+    result = runner.invoke(app, ["--config", cfg, "demo", "--scenario", "pfc_storm", "--profile", "cumulus"])
+    assert result.exit_code == 1 and "--fast" in result.output
+
+
+def test_eval_scores_per_profile_as_json(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+    cfg = str(write_config(tmp_path))
+    args = ["eval", "--kind", "pfc_storm", "--seeds", "1", "--baseline", "0", "--profile", "sonic-broadcom", "--json"]
+    result = runner.invoke(app, ["--config", cfg, *args])
+    assert result.exit_code == 0, result.output
+    (profile,) = json.loads(result.stdout)["profiles"]
+    assert profile["profile"] == "sonic-broadcom"
+    (storm,) = [s for s in profile["scores"] if s["kind"] == "pfc_storm"]
+    assert storm["incidents"] == len(profile["runs"]) and storm["cadence_s"] == 1.0
+    assert {"precision", "recall", "localization", "findings_per_incident", "delay_p50_s"} <= set(storm)
+    result = runner.invoke(app, ["--config", cfg, "eval", "--profile", "no-such-gear", "--seeds", "1"])
+    assert result.exit_code == 1 and "no profile" in result.output

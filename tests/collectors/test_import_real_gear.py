@@ -1,0 +1,226 @@
+"""`rocescope import` of what real gear sends about port speed, the PFC watchdog, PG drops and watermarks.
+
+gnmic events are built in the shape gnmic writes them (openconfig/gnmic pkg/formatters/event.go: the path
+without keys, the prefix's target in tag `target`, list keys as `<elem>_<key>` tags, a JSON object value
+flattened with `/` by karimra/go-map-flattener, an `origin:` in front of the path), around the real values
+sonic-gnmi serves (tests/fixtures/realdata/04_gnmi_sonic, tests/fixtures/sonic). SONiC dumps are the real
+ones, plain or wrapped as `sonic-db-dump -y` writes each key (`{type, value, ttl, expireat}`).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from typer.testing import CliRunner
+
+from rocescope.cli import app
+from rocescope.collectors.common.rows import CounterRows
+from rocescope.collectors.importers import gnmic_rows, port_aliases, sonic_dump
+
+FIX = Path(__file__).parent.parent / "fixtures"
+REAL = FIX / "realdata" / "04_gnmi_sonic"
+PORTS = FIX / "sonic"
+TS = 1_764_000_000_000_000_000
+runner = CliRunner()
+
+
+def load(path: Path) -> Any:
+    return json.loads(path.read_text())
+
+
+def flatten(prefix: str, value: object) -> dict[str, object]:
+    """gnmic's `values` of one update: a JSON object flattened under the path with `/`."""
+    if not isinstance(value, dict):
+        return {prefix: value}
+    out: dict[str, object] = {}
+    for key, item in value.items():
+        out.update(flatten(f"{prefix}/{key}", item))
+    return out
+
+
+def event(source: str, path: str, value: object, target: str = "", **keys: str) -> dict[str, Any]:
+    tags = {"source": source, "subscription-name": "rocescope", **keys}
+    if target:
+        tags["target"] = target
+    return {"name": "rocescope", "timestamp": TS, "tags": tags, "values": flatten(path, value)}
+
+
+def table_of(path: Path, sep: str) -> dict[str, Any]:
+    """A dumped redis table keyed by port (`PORT_TABLE:Ethernet0` -> `Ethernet0`), as sonic-gnmi answers a
+    subscription to the table."""
+    return {key.partition(sep)[2]: fields for key, fields in load(path).items()}
+
+
+def by_key(rows: CounterRows) -> dict[tuple[str, str, int, str], float]:
+    keys = zip(rows.device, rows.port, rows.priority, rows.metric, strict=True)
+    return dict(zip(keys, rows.value, strict=True))
+
+
+def real_gear_events() -> list[dict[str, Any]]:
+    appl = table_of(PORTS / "sonic-gnmi_APPL_DB_PORT_TABLE.json", ":")
+    return [
+        event("leaf1:6030", "/interfaces/interface/ethernet/state/negotiated-port-speed",
+              "openconfig-if-ethernet:SPEED_400GB", interface_name="Ethernet1/1"),
+        event("leaf1:6030", "/interfaces/interface/ethernet/state/port-speed",
+              "openconfig-if-ethernet:SPEED_UNKNOWN", interface_name="Ethernet2/1"),
+        event("spine1:57400", "/srl_nokia-interfaces:interface/ethernet/port-speed", "100G",
+              interface_name="ethernet-1/1"),
+        event("sonic1:8080", "/PORT_TABLE", appl, target="APPL_DB"),
+        event("sonic2:8080", "/sonic-db:/APPL_DB/localhost/PORT_TABLE/Ethernet0/speed", "400000"),
+        event("sonic2:8080", "sonic-db:/STATE_DB/localhost/PORT_TABLE/Ethernet4/speed", "N/A"),
+        event("sonic1:8080", "/COUNTERS/Ethernet68/Pfcwd", load(REAL / "sonic-gnmi_COUNTERS_Ethernet68_Pfcwd.txt"),
+              target="COUNTERS_DB"),
+        event("sonic1:8080", "/PERIODIC_WATERMARKS/Ethernet16/PriorityGroups",
+              load(REAL / "sonic-gnmi_PERIODIC_WATERMARKS_Ethernet16_PriorityGroups.txt"), target="COUNTERS_DB"),
+    ]  # fmt: skip
+
+
+def test_gnmic_events_give_port_speed_pfc_watchdog_and_watermarks() -> None:
+    appl = table_of(PORTS / "sonic-gnmi_APPL_DB_PORT_TABLE.json", ":")
+    rows = gnmic_rows(iter([real_gear_events()]))
+    got = by_key(rows)
+    speeds = {(d, p): v for (d, p, _, m), v in got.items() if m == "port_speed_bps"}
+    assert speeds == {
+        ("leaf1", "Ethernet1/1"): 400e9,
+        ("spine1", "ethernet-1/1"): 100e9,
+        ("sonic2", "Ethernet0"): 400e9,
+        **{("sonic1", port): float(fields["speed"]) * 1e6 for port, fields in appl.items()},
+    }
+    raws = {(d, r) for d, m, r in zip(rows.device, rows.metric, rows.raw_name, strict=True) if m == "port_speed_bps"}
+    assert ("leaf1", "ethernet/state/negotiated-port-speed") in raws and ("sonic1", "PORT_TABLE/speed") in raws
+    assert got[("sonic1", "Ethernet0", -1, "oper_up")] == 1.0
+    pfcwd = load(REAL / "sonic-gnmi_COUNTERS_Ethernet68_Pfcwd.txt")
+    for key, fields in pfcwd.items():
+        port, _, queue = key.partition(":")
+        assert got[("sonic1", port, int(queue), "pfcwd_storm_detected")] == float(
+            fields["PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED"]
+        )
+        assert ("sonic1", port, int(queue), "pfcwd_storm_restored") in got
+    assert got[("sonic1", "Ethernet16", 5, "pg_watermark_bytes")] == 0.0
+    assert not any(v == 0.0 for (_, _, _, m), v in got.items() if m == "port_speed_bps")
+    assert rows.malformed == 0 and rows.nonnumeric > 2  # SPEED_UNKNOWN, N/A, and the port table's text fields
+
+
+def dump_of(*files: Path) -> list[dict[str, Any]]:
+    """Several real dumps as one list of databases (sonic-gnmi's db_dump.json shape)."""
+    return [load(f) for f in files]
+
+
+def test_sonic_port_tables_give_one_speed_per_port() -> None:
+    """APPL_DB speed (Mb/s), overridden by STATE_DB's operational speed where both are dumped; CONFIG_DB's
+    configured speed only where neither is; `N/A` and portsyncd's markers give no row."""
+    appl, state, config = (PORTS / f"sonic-gnmi_{db}.json" for db in ("APPL_DB_PORT_TABLE", "STATE_DB_PORT_TABLE",
+                                                                        "CONFIG_DB_PORT"))  # fmt: skip
+    operational = {p: float(f["speed"]) * 1e6 for p, f in table_of(state, "|").items()}
+    applied = {p: float(f["speed"]) * 1e6 for p, f in table_of(appl, ":").items()}
+    rows, _, bad = sonic_dump(dump_of(appl, config, state), "sw")
+    speeds = Counter((p, r) for p, m, r in zip(rows.port, rows.metric, rows.raw_name, strict=True)
+                     if m == "port_speed_bps")  # fmt: skip
+    assert set(speeds.values()) == {1} and {r for _, r in speeds} == {"PORT_TABLE/speed"}
+    assert {p: v for (_, p, _, m), v in by_key(rows).items() if m == "port_speed_bps"} == applied | operational
+    assert bad == 0 and rows.nonnumeric > 0  # rmt_adv_speeds N/A, lanes, alias...
+    configured, _, _ = sonic_dump(load(config), "sw")
+    assert {(p, r): v for p, m, r, v in zip(configured.port, configured.metric, configured.raw_name,
+                                              configured.value, strict=True) if m == "port_speed_bps"} == {
+        (p, "PORT/speed"): float(f["speed"]) * 1e6 for p, f in table_of(config, "|").items()
+    }  # fmt: skip
+    full, _, _ = sonic_dump(load(REAL / "sonic-gnmi_db_dump_full_redis.json"), "sw")
+    assert not {p for p in full.port if p in ("PortConfigDone", "PortInitDone")}
+
+
+def test_sonic_dump_pfc_watchdog_pg_drops_and_watermarks_with_their_priority() -> None:
+    """The sonic-utilities mock COUNTERS_DB: PFC watchdog and PG drop counters named through the queue and PG
+    name maps (`Ethernet0:3` -> port Ethernet0, priority 3); buffer pools through their own map."""
+    doc = load(REAL / "sonic-utilities_mock_counters_db.json")
+    rows, _, bad = sonic_dump(doc, "sw")
+    got = by_key(rows)
+    want = {"PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED": "pfcwd_storm_detected",
+            "PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED": "pfcwd_storm_restored",
+            "PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS": "pfcwd_tx_dropped_packets",
+            "PFC_WD_QUEUE_STATS_RX_DROPPED_PACKETS": "pfcwd_rx_dropped_packets",
+            "SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS": "pg_dropped_packets"}  # fmt: skip
+    names = {oid: name for m in ("COUNTERS_QUEUE_NAME_MAP", "COUNTERS_PG_NAME_MAP") for name, oid in doc[m].items()}
+    checked = Counter()
+    for key, fields in doc.items():
+        oid = key.partition(":")[2]
+        if not key.startswith("COUNTERS:oid:") or oid not in names:
+            continue
+        port, _, index = names[oid].partition(":")
+        for field, metric in want.items():
+            if field in fields:
+                assert got[("sw", port, int(index), metric)] == float(fields[field]), (key, field)
+                checked[metric] += 1
+    assert set(checked) == set(want.values()) and bad == 0
+    pools = set(doc["COUNTERS_BUFFER_POOL_NAME_MAP"])
+    assert pools & set(rows.port)  # buffer pools are named, not counted as unknown objects
+
+
+def test_sonic_watermarks_one_reading_per_queue_and_since_clear_kept_raw() -> None:
+    """The real switch dump holds each queue's watermark in COUNTERS (peak since the last poll) and in the
+    PERIODIC, USER and PERSISTENT tables: one queue_watermark_bytes per queue; the others kept raw."""
+    rows, _, _ = sonic_dump(load(REAL / "sonic-gnmi_db_dump_full_redis.json"), "sw")
+    canonical = Counter(
+        (p, q, m) for p, q, m in zip(rows.port, rows.priority, rows.metric, strict=True) if not m.startswith("raw:")
+    )
+    assert canonical and max(canonical.values()) == 1  # no (port, priority, metric) twice in one dump
+    queues = {(p, q) for p, q, m in canonical if m == "queue_watermark_bytes"}
+    for table in ("USER_WATERMARKS", "PERSISTENT_WATERMARKS", "PERIODIC_WATERMARKS"):
+        raw = f"raw:{table}/SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES"
+        kept = {(p, q) for p, q, m in zip(rows.port, rows.priority, rows.metric, strict=True) if m == raw}
+        assert kept and kept <= queues and all(q >= 0 for _, q in kept), table
+
+
+def wrapped(db: dict[str, Any]) -> dict[str, Any]:
+    """A database as `sonic-db-dump -y` writes it: each key's fields under `value`, with its redis type."""
+    return {
+        key: {"expireat": 1764000000.0, "ttl": -0.001, "type": "hash", "value": fields} for key, fields in db.items()
+    }
+
+
+def test_sonic_db_dump_wrapped_entries_read_like_plain_ones() -> None:
+    plain_doc = load(REAL / "sonic-gnmi_db_dump_full_redis.json")
+    plain, links, _ = sonic_dump(plain_doc, "sw")
+    dbs = [wrapped(db) for db in plain_doc]
+    dbs[0]["SOME_STRING_KEY"] = {"expireat": 0, "ttl": -0.001, "type": "string", "value": "1"}
+    wrapped_rows, wrapped_links, bad = sonic_dump(dbs, "sw")
+    assert bad == 0 and wrapped_links == links
+    assert Counter(zip(wrapped_rows.port, wrapped_rows.metric, wrapped_rows.value, strict=True)) == Counter(
+        zip(plain.port, plain.metric, plain.value, strict=True)
+    )
+    assert "port_speed_bps" in set(wrapped_rows.metric)
+
+
+def test_port_aliases_from_config_db() -> None:
+    """SONiC advertises the alias as the LLDP port id; the dump says which port each alias is (here the
+    aliases run by port index from etp0, so `etpN` is not the N-th port)."""
+    config = PORTS / "sonic-gnmi_CONFIG_DB_PORT.json"
+    assert port_aliases(load(config)) == {p: f["alias"] for p, f in table_of(config, "|").items()}
+    assert port_aliases(wrapped(load(config))) == port_aliases(load(config))
+    assert port_aliases(load(REAL / "sonic-gnmi_db_dump_full_redis.json"))["Ethernet68"] == "hundredGigE1/18"
+
+
+def test_cli_lands_port_speeds_from_gnmic_and_sonic_dumps(tmp_path: Path) -> None:
+    """`rocescope import --kind gnmic` and `--kind sonic` put port_speed_bps into the store with the raw names."""
+    events = tmp_path / "events.json"
+    events.write_text(json.dumps(real_gear_events()))
+    dump = tmp_path / "APPL_DB.json"
+    dump.write_text(json.dumps(wrapped(load(PORTS / "sonic-gnmi_APPL_DB_PORT_TABLE.json"))))
+    for kind, path, extra in (("gnmic", events, []), ("sonic", dump, ["--device", "sonic3"])):
+        store = tmp_path / kind
+        store.mkdir()
+        cfg = store / "rocescope.yaml"
+        cfg.write_text(f"store:\n  path: {store / 'data'}\n  ttl_days: 0\n")
+        result = runner.invoke(app, ["--config", str(cfg), "import", "--kind", kind, str(path), *extra])
+        assert result.exit_code == 0, result.output
+        sql = "SELECT device, port, value, raw_name FROM counters WHERE metric = 'port_speed_bps' ORDER BY 1, 2"
+        out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
+        assert out.exit_code == 0, out.output
+        lines = out.stdout.splitlines()[1:]
+        if kind == "gnmic":
+            assert '"leaf1","Ethernet1/1",400000000000,"ethernet/state/negotiated-port-speed"' in lines
+            assert '"spine1","ethernet-1/1",100000000000,"ethernet/port-speed"' in lines
+        else:
+            assert lines and all(line.startswith('"sonic3",') and '"PORT_TABLE/speed"' in line for line in lines)

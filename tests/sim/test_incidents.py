@@ -1,0 +1,144 @@
+"""Incidents real fabrics produce, each with its ground truth: fan-in at any size, traffic of no placed job,
+ECMP collisions on one uplink, CNPs lost at a NIC or in a lossy switch queue, degraded optics, two at once."""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import pytest
+
+from rocescope.sim.incidents import World, build_world
+from rocescope.sim.run import simulate, static_tables
+from rocescope.sim.scenario import Scenario, ScenarioError, load_scenario
+
+T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
+#: two leaves of four 100G hosts (one rail), four spines with one uplink each: a single-link rail fabric
+FABRIC = {"hosts": 8, "rails": 1, "spines": 4, "host_ports_per_leaf": 4, "host_speed_gbps": 100,
+          "uplink_speed_gbps": 100}  # fmt: skip
+JOB = {"name": "llm", "namespace": "team", "hosts": 4, "message_mib": 16, "compute_ms": 20}
+
+
+def scenario(incidents: list[dict[str, Any]], duration: str = "4s", **extra: Any) -> Scenario:
+    data = {"name": "t", "seed": 3, "duration": duration, "fabric": FABRIC, "jobs": [JOB], "incidents": incidents}
+    # `extra` may replace any of these (e.g. the fabric)
+    return Scenario.model_validate({**data, **extra})
+
+
+def ran(sc: Scenario) -> World:
+    world = build_world(sc, start=T0)
+    simulate(world, snapshots=False)
+    return world
+
+
+def count(world: World, device: str, port: str, metric: str, priority: int = -1) -> float:
+    return world.engine.counter(device, port, metric, priority)
+
+
+def test_a_64_to_1_incast_is_one_incident_naming_every_sender() -> None:
+    world = build_world(load_scenario("incast_large"), start=T0)
+    (truth,) = world.truth
+    assert truth.kind == "incast"
+    senders = [d for d in truth.devices if d not in ("gpu-072", "leaf-r0-03")]
+    assert len(senders) == 64 and len(set(senders)) == 64
+    assert {d.split(":")[0] for d in truth.ports} == {"leaf-r0-01", "leaf-r0-02", "leaf-r0-03", "gpu-072"}
+    assert len(truth.ports) == 2 + 64  # the receiver's leaf port and NIC, each sender's leaf port
+
+
+def test_traffic_of_no_placed_job_has_no_endpoints_and_is_named_by_no_truth() -> None:
+    world = build_world(load_scenario("incast_storage_readers"), start=T0)
+    assert [j.job_id for j in world.unplaced] == ["background/storage-read"]
+    assert "background/storage-read" not in {j.job_id for j in world.jobs}
+    assert any(f.job_id == "background/storage-read" for f in world.engine.flows)  # its traffic still flows
+    hosts = set(static_tables(world)["endpoints"].column("host").to_pylist())
+    assert not hosts & {f"gpu-0{n}" for n in range(17, 25)}
+    (truth,) = world.truth
+    assert truth.job_ids == ("team-b/llm-b",)  # the job placed on the receiver it hurts
+
+
+def test_elephants_collide_on_the_named_uplink_while_its_siblings_idle() -> None:
+    inc = {"kind": "ecmp_imbalance", "start": "1s", "end": "3s", "leaf": "leaf-r0-01", "uplink": 2, "senders": 3}
+    world = build_world(scenario([inc]), start=T0)
+    (truth,) = world.truth
+    ups = world.topology.uplinks("leaf-r0-01")
+    hot = ups[2]
+    assert truth.kind == "ecmp_imbalance"
+    assert truth.devices == ("leaf-r0-01",) and truth.ports == (f"leaf-r0-01:{hot.name}",)
+    assert truth.job_ids == ("background/ecmp-imbalance-1",)  # the training job stays under its leaf
+    simulate(world, snapshots=False)
+    sent = {p.name: count(world, "leaf-r0-01", p.name, "tx_bytes") for p in ups}
+    assert sent[hot.name] * 8 > 0.8 * 100e9 * 2.0  # two seconds near line rate
+    assert all(v == 0 for name, v in sent.items() if name != hot.name)
+    assert count(world, "leaf-r0-01", hot.name, "queue_ecn_marked_packets", 3) > 0  # it congests
+
+
+def test_a_nic_that_handles_30_percent_of_its_cnps() -> None:
+    incast = {"kind": "incast", "start": "1s", "end": "3s", "receiver": "gpu-008", "senders": ["gpu-005", "gpu-006"]}
+    loss = {"kind": "cnp_loss", "start": "1s", "end": "3s", "host": "gpu-005", "fraction": 0.7}
+    world = ran(scenario([incast, loss]))
+    bad, good = (count(world, h, "mlx5_0/1", "cnp_handled") for h in ("gpu-005", "gpu-006"))
+    assert good > 1000
+    assert 0.15 < bad / good < 0.45  # it slows down less, so it is marked more, but handles 30%
+    assert world.truth[1].kind == "cnp_loss" and world.truth[1].devices == ("gpu-005",)
+
+
+def cnp_fabric(misconfigured: bool) -> Scenario:
+    """An incast from leaf 1 to gpu-008 under leaf 2; UDP storage writers under leaf 2 overload queue 0
+    of leaf 2's uplink (one spine); leaf 2 maps CNPs to queue 0 when `misconfigured`."""
+    incast = {"kind": "incast", "start": "1s", "end": "3s", "receiver": "gpu-008", "senders": ["gpu-001", "gpu-002"]}
+    bad = {"kind": "cnp_lossy_queue", "start": "1s", "end": "3s", "switches": ["leaf-r0-02"], "priority": 0}
+    writers = {"name": "ckpt-writer", "senders": ["gpu-005", "gpu-006", "gpu-007"], "receivers": ["gpu-003"],
+               "priority": 0}  # fmt: skip
+    one_spine = {**FABRIC, "spines": 1}
+    return scenario([incast, *([bad] if misconfigured else [])], traffic=[writers], fabric=one_spine)
+
+
+def test_cnps_in_a_congested_lossy_queue_are_dropped_and_no_sender_handles_them() -> None:
+    world = ran(cnp_fabric(misconfigured=True))
+    clean = ran(cnp_fabric(misconfigured=False))
+    truth = world.truth[1]
+    assert truth.kind == "cnp_loss" and truth.priority == 0
+    assert truth.devices[0] == "gpu-008" and "leaf-r0-02" in truth.devices
+    queues = [p.split(":")[1] for p in truth.ports if p.startswith("leaf-r0-02:")]
+    assert queues and all(q in {u.name for u in world.topology.uplinks("leaf-r0-02")} for q in queues)
+    assert truth.job_ids == ("background/incast-1",)
+
+    def handled_share(w: World) -> float:
+        handled = sum(count(w, h, "mlx5_0/1", "cnp_handled") for h in ("gpu-001", "gpu-002"))
+        return handled / count(w, "gpu-008", "mlx5_0/1", "cnp_sent")
+
+    assert count(clean, "gpu-008", "mlx5_0/1", "cnp_sent") > 1000
+    assert handled_share(clean) > 0.99
+    assert handled_share(world) < 0.5  # most are dropped on the way back
+    # the CNPs are counted in the drops of the queue they were put in, over the lossy traffic's own drops
+    lossy = sum(count(world, "leaf-r0-02", q, "queue_dropped_packets", 0) for q in queues)
+    lossy_clean = sum(count(clean, "leaf-r0-02", q, "queue_dropped_packets", 0) for q in queues)
+    assert lossy > lossy_clean > 0
+
+
+def test_cnps_mapped_to_a_lossy_queue_nothing_congests_is_refused() -> None:
+    bad = {"kind": "cnp_lossy_queue", "start": "1s", "end": "3s", "switches": ["leaf-r0-02"], "priority": 0}
+    with pytest.raises(ScenarioError, match=r"incidents\.0 \(cnp_lossy_queue\).*nothing would drop them"):
+        build_world(scenario([bad]), start=T0)
+
+
+def test_degraded_optics_corrupt_frames_while_the_link_stays_up() -> None:
+    inc = {"kind": "degraded_optics", "start": "1s", "end": "3s", "device": "leaf-r0-01", "port": "Ethernet0",
+           "error_rate": 0.001}  # fmt: skip
+    world = ran(scenario([inc]))
+    (truth,) = world.truth
+    assert truth.kind == "degraded_optics" and truth.ports == ("leaf-r0-01:Ethernet0", "gpu-001:eth0")
+    errors = count(world, "leaf-r0-01", "Ethernet0", "rx_fcs_errors")
+    frames = count(world, "leaf-r0-01", "Ethernet0", "rx_unicast_packets")
+    assert errors > 0 and errors / frames < 0.001  # errors only during the window
+    assert count(world, "gpu-001", "eth0", "link_down_events") == 0
+    assert count(world, "leaf-r0-01", "Ethernet0", "oper_up") == 1
+    assert count(world, "gpu-001", "mlx5_0/1", "packet_seq_err") > 0  # lost frames are resent
+
+
+def test_two_incidents_on_two_rails_each_have_their_own_truth() -> None:
+    world = build_world(load_scenario("incast_and_pfc_storm"), start=T0)
+    incast, storm = world.truth
+    assert (incast.kind, storm.kind) == ("incast", "pfc_storm")
+    assert "leaf-r0-01" in incast.devices and storm.devices == ("gpu-005", "leaf-r2-01")
+    assert storm.start_s < incast.end_s and incast.start_s < storm.end_s  # they overlap
