@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import datetime as dt
 
-from telemetry import Clock, Telemetry, steps
-
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.run import analyze
 from rocescope.pipeline.store import Store
+
+from telemetry import Clock, Telemetry, steps
 
 GB = 1e9
 LINE = 50 * GB  # 400G in bytes/s; never reported as a speed here

@@ -157,7 +157,10 @@ def test_cli_imports_every_file_kind(tmp_path: Path) -> None:
     cfg = run("sonic", "--kind", "sonic", "--device", "sonic-sw", str(dump))
     made, _, _ = sonic_dump(json.loads(dump.read_text()), "sonic-sw")
     assert _sql(cfg, "SELECT count() FROM counters") == [str(len(made))]  # every row the importer makes lands
-    assert _sql(cfg, "SELECT device, port, peer_device, peer_port FROM links") == [
+    # SONiC's alias map lands beside the neighbours: `hundredGigE1/1` is what its LLDP calls `Ethernet0`
+    aliases = _sql(cfg, "SELECT port, peer_port FROM links WHERE source = 'alias' ORDER BY peer_port")
+    assert '"hundredGigE1/1","Ethernet0"' in aliases and len(aliases) == 32
+    assert _sql(cfg, "SELECT device, port, peer_device, peer_port FROM links WHERE source != 'alias'") == [
         '"sonic-sw","eth0","swtor-b2lab2-1103","ethernet1/1/3"'
     ]
     cfg = run("lldp", "--kind", "lldpcli", str(tmp_path / "gpu-001.json"))
