@@ -277,7 +277,7 @@ def _fabric_findings(
 ) -> list[Finding]:
     """Loss in the fabric: the NICs sent CNPs that (almost) no NIC handled (see the module docstring)."""
     senders = set(nic.filter(pl.col(SENT) > 0)["device"].to_list())
-    if not ctx.frames.reporting(HANDLED) - senders:
+    if not (ctx.frames.reporting(HANDLED) | ctx.frames.reporting(RECEIVED)) - senders:
         return []  # nobody but the senders reports CNPs handled: not collected is not lost
     lost = balance.filter(
         pl.col("fabric_sent") / pl.col("bucket_seconds") >= p.min_lost_rate,
