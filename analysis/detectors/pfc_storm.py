@@ -20,7 +20,8 @@ Scale", SIGCOMM 2016, on NIC pause storms):
   is not congested: a NIC receiving below `busy_fraction` of its speed, or a switch none of whose other
   ports is stalled (then it is the spread of another storm, or a loop: see `pfc_deadlock`) or busy
   (`busy_fraction` of speed a tenth of the time or more: then its pauses are back-pressure from congestion,
-  an incast's or a hot ECMP member's, not a storm);
+  an incast's or a hot ECMP member's, not a storm). A switch port held paused by a neighbour no LLDP or
+  traffic names has no root to report (a loop or a spread nobody can follow);
 * a root's episodes on one priority closer than `merge_gap_s` are one storm, one finding, with the spread
   joined by following asserter -> paused device. When a PFC watchdog acted, the finding says so
   (mitigated: storm detections, restorations and the packets it dropped).
@@ -256,6 +257,8 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
         for e in edges
         if not any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in edges)
         and not _busy_elsewhere(ctx, p, e)
+        # a switch held paused by an unknown neighbour may be a loop or a spread nobody can follow: no root
+        and not (e.asserter[0] == "?" and e.paused[0] in ctx.fabric.switches)
     ]
     findings = []
     for storm in _storms(roots, p.merge_gap_s):
