@@ -10,12 +10,15 @@ Conventions:
   counters that is the 802.1p priority; for bnxt `*_cos{p}` it is the CoS queue.
 * `resolve()` returns priority -1 for a name without `{p}`. For a `per_priority` metric that means
   the index is not in the name but in the object key: the SONiC COUNTERS key (`Ethernet68:3`), the
-  SNMP OID index, the gNMI list key (`pfc-priority[index=3]`, `queue[name=...]`) or, for Cumulus,
-  the RoCE/CNP traffic class from `nv show qos roce`. The collector fills it in.
+  SNMP OID index, the gNMI list key (`pfc-priority[index=3]`, `queue[name=...]`, Cumulus's
+  `switch-priority[priority=3]`) or, for Cumulus NVUE, the RoCE/CNP traffic class from `nv show qos roce`.
+  The collector fills it in.
 * A few raw values need a factor to reach the metric's unit (IB data counters are in 4-byte
   words, ifHighSpeed and SONiC's port `speed` are in Mb/s, Mellanox Onyx pause durations are in ms):
   see `scale()`. Port speeds may also come as words (OpenConfig `SPEED_400GB`, SR Linux `400G`): the
   collectors read those (`rocescope.collectors.gnmi.values`).
+* RDMA hw_counters are named by their provider: the NIC collector picks `mlx5_rdma` or `bnxt_rdma` by the RDMA
+  device's driver (`rocescope.collectors.nic.vendors`). The IBTA `counters/` are `ib_port` for every provider.
 * SONiC names are of two kinds: COUNTERS_DB fields (`sonic_sai`: the SAI stat or PFC_WD field, whose
   object key names the port and queue) and the port tables of APPL_DB/STATE_DB (`PORT_TABLE`) and
   CONFIG_DB (`PORT`) as `TABLE/field` (`sonic_db`).
@@ -37,6 +40,7 @@ MetricKind = Literal["counter", "gauge"]
 VENDORS: tuple[str, ...] = (
     "mlx5",  # mlx5_core `ethtool -S` (port-level `*_phy`, `rx_prio{p}_*`, vport counters)
     "mlx5_rdma",  # /sys/class/infiniband/*/ports/*/hw_counters and `rdma statistic` names
+    "bnxt_rdma",  # the same of Broadcom bnxt_re: Linux 6.6-6.17 names, the 6.18 renames, Broadcom's own driver's
     "ib_port",  # /sys/class/infiniband/*/ports/*/counters (IBTA PortCounters)
     "bnxt",  # bnxt_en `ethtool -S` port statistics (per-ring `[N]: ...` lines are not mapped)
     "ice",  # ice `ethtool -S` port-level `*.nic` statistics
@@ -45,7 +49,8 @@ VENDORS: tuple[str, ...] = (
     "sonic_db",  # SONiC port tables as `TABLE/field`: APPL_DB/STATE_DB PORT_TABLE, CONFIG_DB PORT
     "openconfig",  # paths w/o module prefixes under /interfaces/interface or .../output/queues/queue
     "srlinux",  # paths under /interface, /qos/interfaces/interface or its output/queues/queue
-    "cumulus",  # NVUE `nv show interface <if> qos roce counters` keys joined with '/'
+    "cumulus",  # NVUE `nv show interface <if> qos roce counters` keys joined with '/'; Cumulus Linux gNMI
+    # paths (NVIDIA's, not OpenConfig's) below /interfaces/interface or /qos/interfaces/interface or its queue
     "snmp",  # MIB object names: IF-MIB, EtherLike, IEEE8021-PFC, Cisco/Arista/Mellanox PFC & QoS
 )
 
@@ -171,14 +176,16 @@ METRICS: tuple[Metric, ...] = (
        mlx5=("rx_prio{p}_pause",), bnxt=("rx_pfc_ena_frames_pri{p}",), ice=("rx_priority_{p}_xoff.nic",),
        i40e=("port.rx_priority_{p}_xoff",), sonic_sai=("SAI_PORT_STAT_PFC_{p}_RX_PKTS",),
        srlinux=("pfc/statistics/pfc-priority/pfc-pause-frames-received",),
-       cumulus=("rx-stats/rx-pfc-stats/pause-packets",),
+       cumulus=("rx-stats/rx-pfc-stats/pause-packets", "switch-priority/state/counters/in-pause-pkts",
+                "state/switch-priority/counters/in-pause-pkts"),
        snmp=("cpfcIfPriorityIndications", "aristaPfcPriorityIndications", "mellanoxQoSPFCRxPausePkts")),
     _m("pfc_tx_pause", "frames", "counter",
        "PFC pause (XOFF) frames sent on a priority.", per_priority=True,
        mlx5=("tx_prio{p}_pause",), bnxt=("tx_pfc_ena_frames_pri{p}",), ice=("tx_priority_{p}_xoff.nic",),
        i40e=("port.tx_priority_{p}_xoff",), sonic_sai=("SAI_PORT_STAT_PFC_{p}_TX_PKTS",),
        srlinux=("pfc/statistics/pfc-priority/pfc-pause-frames-generated",),
-       cumulus=("tx-stats/tx-pfc-stats/pause-packets",),
+       cumulus=("tx-stats/tx-pfc-stats/pause-packets", "switch-priority/state/counters/out-pause-pkts",
+                "state/switch-priority/counters/out-pause-pkts"),
        snmp=("cpfcIfPriorityRequests", "aristaPfcPriorityRequests", "mellanoxQoSPFCTxPausePkts")),
     _m("pfc_rx_pause_total", "frames", "counter", "PFC frames received on the port, all priorities together.",
        bnxt=("rx_pfc_frames",), srlinux=("pfc/statistics/total-pfc-pause-frames-received",),
@@ -191,13 +198,15 @@ METRICS: tuple[Metric, ...] = (
        scales={"mellanoxQoSPFCRxPauseDuration": 1000.0},
        mlx5=("rx_prio{p}_pause_duration",), bnxt=("pfc_pri{p}_rx_duration_us",),
        sonic_sai=("SAI_PORT_STAT_PFC_{p}_RX_PAUSE_DURATION_US",),
-       cumulus=("rx-stats/rx-pfc-stats/pause-duration",), snmp=("mellanoxQoSPFCRxPauseDuration",)),
+       cumulus=("rx-stats/rx-pfc-stats/pause-duration", "switch-priority/state/in-pause-duration"),
+       snmp=("mellanoxQoSPFCRxPauseDuration",)),
     _m("pfc_tx_pause_duration_us", "us", "counter",
        "Time our PFC frames kept the peer paused on a priority.", per_priority=True,
        scales={"mellanoxQoSPFCTxPauseDuration": 1000.0},
        mlx5=("tx_prio{p}_pause_duration",), bnxt=("pfc_pri{p}_tx_duration_us",),
        sonic_sai=("SAI_PORT_STAT_PFC_{p}_TX_PAUSE_DURATION_US",),
-       cumulus=("tx-stats/tx-pfc-stats/pause-duration",), snmp=("mellanoxQoSPFCTxPauseDuration",)),
+       cumulus=("tx-stats/tx-pfc-stats/pause-duration", "switch-priority/state/out-pause-duration"),
+       snmp=("mellanoxQoSPFCTxPauseDuration",)),
     _m("pfc_rx_pause_transition", "events", "counter",
        "Pause episodes received on a priority (paused<->unpaused transitions, one per episode).",
        per_priority=True, mlx5=("rx_prio{p}_pause_transition",), bnxt=("pfc_pri{p}_rx_transitions",),
@@ -256,7 +265,7 @@ METRICS: tuple[Metric, ...] = (
        "Packets dropped at an egress queue.", per_priority=True,
        sonic_sai=("SAI_QUEUE_STAT_DROPPED_PACKETS",), openconfig=("state/dropped-pkts",),
        cumulus=("tx-stats/tx-roce-stats/unicast-no-buffer-discard",
-                "tx-stats/tx-cnp-stats/unicast-no-buffer-discard"),
+                "tx-stats/tx-cnp-stats/unicast-no-buffer-discard", "state/no-buffer-uc-dropped-pkts"),
        snmp=("aristaEgressQueuePktsDropped", "mellanoxQoSTCUnicastNoBufferDiscard")),
     _m("queue_dropped_bytes", "bytes", "counter", "Bytes dropped at an egress queue.", per_priority=True,
        sonic_sai=("SAI_QUEUE_STAT_DROPPED_BYTES",), openconfig=("state/dropped-octets",),
@@ -265,23 +274,27 @@ METRICS: tuple[Metric, ...] = (
        "Peak egress queue occupancy since the last read (SR Linux: over the last minute).", per_priority=True,
        sonic_sai=("SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES",), openconfig=("state/max-queue-len",),
        srlinux=("queue-depth/high-watermark-1",),
-       cumulus=("tx-stats/tx-roce-stats/tc-max-usage", "tx-stats/tx-cnp-stats/tc-max-usage")),
+       cumulus=("tx-stats/tx-roce-stats/tc-max-usage", "tx-stats/tx-cnp-stats/tc-max-usage",
+                "state/shared-buffer/data/max-occupancy-since-last-sample")),
     _m("queue_occupancy_bytes", "bytes", "gauge", "Current egress queue occupancy.", per_priority=True,
        sonic_sai=("SAI_QUEUE_STAT_CURR_OCCUPANCY_BYTES",),
-       cumulus=("tx-stats/tx-roce-stats/tc-usage", "tx-stats/tx-cnp-stats/tc-usage")),
+       cumulus=("tx-stats/tx-roce-stats/tc-usage", "tx-stats/tx-cnp-stats/tc-usage", "state/instant-queue-len")),
     _m("queue_paused", "bool", "gauge", "1 while an egress queue is held by received PFC.", per_priority=True,
        sonic_sai=("SAI_QUEUE_ATTR_PAUSE_STATUS",)),
     # --- switch ingress priority groups (index = PG / SR Linux pfc-queue) and shared buffer pools
     _m("pg_watermark_bytes", "bytes", "gauge",
        "Peak ingress priority-group shared-buffer use since the last read.", per_priority=True,
        sonic_sai=("SAI_INGRESS_PRIORITY_GROUP_STAT_SHARED_WATERMARK_BYTES",),
-       srlinux=("pfc/pfc-queue/peak-pfc-buffer-used",), cumulus=("rx-stats/rx-roce-stats/pg-max-usage",)),
+       srlinux=("pfc/pfc-queue/peak-pfc-buffer-used",),
+       cumulus=("rx-stats/rx-roce-stats/pg-max-usage",
+                "input/priority-group/state/shared-buffer/data/max-occupancy-since-last-sample")),
     _m("pg_headroom_watermark_bytes", "bytes", "gauge",
        "Peak ingress priority-group headroom (XOFF room) use since the last read.", per_priority=True,
        sonic_sai=("SAI_INGRESS_PRIORITY_GROUP_STAT_XOFF_ROOM_WATERMARK_BYTES",)),
     _m("pg_occupancy_bytes", "bytes", "gauge",
        "Current ingress priority-group buffer use.", per_priority=True,
-       srlinux=("pfc/pfc-queue/pfc-buffer-used",), cumulus=("rx-stats/rx-roce-stats/pg-usage",)),
+       srlinux=("pfc/pfc-queue/pfc-buffer-used",),
+       cumulus=("rx-stats/rx-roce-stats/pg-usage", "input/priority-group/state/shared-buffer/data/instant-occupancy")),
     _m("pg_dropped_packets", "packets", "counter",
        "Packets dropped at an ingress priority group (no buffer).",
        per_priority=True, sonic_sai=("SAI_INGRESS_PRIORITY_GROUP_STAT_DROPPED_PACKETS",),
@@ -298,7 +311,7 @@ METRICS: tuple[Metric, ...] = (
     _m("tx_ecn_marked_packets", "packets", "counter",
        "Packets CE-marked by the switch on egress, whole port.",
        sonic_sai=("SAI_PORT_STAT_ECN_MARKED_PACKETS",),
-       cumulus=("tx-stats/tx-ecn-stats/ecn-marked-packets",)),
+       cumulus=("tx-stats/tx-ecn-stats/ecn-marked-packets", "state/counters/ecn-marked-pkts")),
     _m("tx_cnp_packets", "packets", "counter", "CNPs forwarded out of a switch port (CNP traffic class).",
        cumulus=("tx-stats/tx-cnp-stats/cnp-packets",)),
     # --- RoCE congestion control (DCQCN) on the NIC: NP = receiver, RP = sender
@@ -307,70 +320,75 @@ METRICS: tuple[Metric, ...] = (
        per_priority=True, mlx5=("rx_prio{p}_marked",)),
     _m("ecn_marked_roce_packets", "packets", "counter",
        "RoCE packets received with CE set (NP sees congestion).",
-       mlx5_rdma=("np_ecn_marked_roce_packets", "cc_rx_ce_pkts")),
+       mlx5_rdma=("np_ecn_marked_roce_packets", "cc_rx_ce_pkts"),
+       bnxt_rdma=("rx_ecn_marked_pkts", "np_ecn_marked_roce_packets")),
     _m("cnp_sent", "packets", "counter", "CNPs sent by the notification point (receiver).",
-       mlx5_rdma=("np_cnp_sent", "cc_tx_cnp_pkts")),
-    _m("cnp_received", "packets", "counter", "CNPs received by the reaction point (handled + ignored).",
-       mlx5_rdma=("cc_rx_cnp_pkts",)),
+       mlx5_rdma=("np_cnp_sent", "cc_tx_cnp_pkts"), bnxt_rdma=("tx_cnp_pkts", "np_cnp_pkts", "np_cnp_sent")),
+    # bnxt_re counts every CNP its port receives (the ext stats' rx_cnp: no handled/ignored split). Linux 6.18
+    # renamed it rp_cnp_handled after mlx5, and Broadcom's own driver calls it so too; it is still all received.
+    _m("cnp_received", "packets", "counter",
+       "CNPs the reaction point received, acted on or not (read as handled where the NIC does not split them).",
+       mlx5_rdma=("cc_rx_cnp_pkts",), bnxt_rdma=("rx_cnp_pkts", "rp_cnp_handled")),
     _m("cnp_handled", "packets", "counter", "CNPs the reaction point acted on (rate reduced).",
        mlx5_rdma=("rp_cnp_handled",)),
     _m("cnp_ignored", "packets", "counter", "CNPs received but ignored by the reaction point.",
-       mlx5_rdma=("rp_cnp_ignored",)),
+       mlx5_rdma=("rp_cnp_ignored",), bnxt_rdma=("rp_cnp_ignored",)),
     # --- RoCE transport health (hw_counters)
     _m("out_of_sequence", "packets", "counter", "Out-of-sequence packets received (loss or reordering).",
-       mlx5_rdma=("out_of_sequence",)),
+       mlx5_rdma=("out_of_sequence",), bnxt_rdma=("oos_drop_count", "out_of_sequence")),
     _m("packet_seq_err", "events", "counter", "NAK-sequence-error packets received (go-back-N retransmit).",
-       mlx5_rdma=("packet_seq_err",)),
+       mlx5_rdma=("packet_seq_err",), bnxt_rdma=("seq_err_naks_rcvd", "packet_seq_err")),
     _m("implied_nak_seq_err", "events", "counter",
        "Implied NAKs: ACK/read response PSN beyond the expected one.",
-       mlx5_rdma=("implied_nak_seq_err",)),
+       mlx5_rdma=("implied_nak_seq_err",), bnxt_rdma=("missing_resp", "implied_nak_seq_err")),
     _m("local_ack_timeout_err", "events", "counter",
        "Requester ACK timer expiries (retransmit after timeout).",
-       mlx5_rdma=("local_ack_timeout_err",)),
+       mlx5_rdma=("local_ack_timeout_err",), bnxt_rdma=("to_retransmits", "local_ack_timeout_err")),
     _m("duplicate_request", "packets", "counter", "Duplicate requests received (the sender retransmitted).",
-       mlx5_rdma=("duplicate_request",)),
+       mlx5_rdma=("duplicate_request",), bnxt_rdma=("dup_req", "duplicate_request")),
     _m("rnr_nak_retry_err", "events", "counter", "RNR NAKs received (receiver had no receive WQE posted).",
-       mlx5_rdma=("rnr_nak_retry_err",)),
+       mlx5_rdma=("rnr_nak_retry_err",), bnxt_rdma=("rnr_naks_rcvd", "rnr_nak_retry_err")),
     _m("roce_adp_retrans", "events", "counter", "Adaptive retransmissions of RoCE traffic.",
-       mlx5_rdma=("roce_adp_retrans",)),
+       mlx5_rdma=("roce_adp_retrans",), bnxt_rdma=("roce_adp_retrans",)),
     _m("roce_adp_retrans_to", "events", "counter", "Adaptive-retransmission timeouts of RoCE traffic.",
-       mlx5_rdma=("roce_adp_retrans_to",)),
+       mlx5_rdma=("roce_adp_retrans_to",), bnxt_rdma=("roce_adp_retrans_to",)),
     _m("roce_slow_restart", "events", "counter", "Times RoCE slow restart was used.",
-       mlx5_rdma=("roce_slow_restart",)),
+       mlx5_rdma=("roce_slow_restart",), bnxt_rdma=("roce_slow_restart",)),
     _m("roce_slow_restart_cnps", "packets", "counter", "CNPs generated by RoCE slow restart.",
-       mlx5_rdma=("roce_slow_restart_cnps",)),
+       mlx5_rdma=("roce_slow_restart_cnps",), bnxt_rdma=("roce_slow_restart_cnps",)),
     _m("roce_slow_restart_trans", "events", "counter", "Times a QP entered the RoCE slow-restart state.",
-       mlx5_rdma=("roce_slow_restart_trans",)),
+       mlx5_rdma=("roce_slow_restart_trans",), bnxt_rdma=("roce_slow_restart_trans",)),
     _m("req_cqe_error", "events", "counter",
        "Requester completions with error (the QP usually goes to error).",
-       mlx5_rdma=("req_cqe_error",)),
+       mlx5_rdma=("req_cqe_error",), bnxt_rdma=("req_cqe_error",)),
     _m("resp_cqe_error", "events", "counter", "Responder completions with error.",
-       mlx5_rdma=("resp_cqe_error",)),
+       mlx5_rdma=("resp_cqe_error",), bnxt_rdma=("resp_cqe_error",)),
     _m("rx_read_requests", "requests", "counter", "RDMA READ requests received (this side is the responder).",
-       mlx5_rdma=("rx_read_requests",)),
+       mlx5_rdma=("rx_read_requests",), bnxt_rdma=("rx_read_req", "rx_read_requests")),
     _m("rx_write_requests", "requests", "counter", "RDMA WRITE requests received.",
-       mlx5_rdma=("rx_write_requests",)),
+       mlx5_rdma=("rx_write_requests",), bnxt_rdma=("rx_write_req", "rx_write_requests")),
     _m("rx_atomic_requests", "requests", "counter", "RDMA atomic requests received.",
-       mlx5_rdma=("rx_atomic_requests",)),
+       mlx5_rdma=("rx_atomic_requests",), bnxt_rdma=("rx_atomic_req", "rx_atomic_requests")),
     _m("rdma_out_of_buffer", "packets", "counter",
        "RDMA packets dropped: no receive WQE posted on the QP's RQ.",
-       mlx5_rdma=("out_of_buffer",)),
+       mlx5_rdma=("out_of_buffer",), bnxt_rdma=("rx_out_of_buffer", "out_of_buffer")),
     _m("rx_icrc_errors", "packets", "counter", "RoCE packets received with a bad ICRC.",
-       mlx5_rdma=("rx_icrc_encapsulated",)),
-    # --- RDMA (RoCE) traffic volume
+       mlx5_rdma=("rx_icrc_encapsulated",), bnxt_rdma=("rx_icrc_encapsulated",)),
+    # --- RDMA (RoCE) traffic volume. bnxt_re's rx_/tx_bytes and _pkts count the RoCE function's unicast with its
+    # CNPs (or, in Broadcom's driver, a VF's whole traffic): left raw; its `*_roce_only_*` are the RoCE data.
     _m("rdma_rx_bytes", "bytes", "counter",
        "RDMA/RoCE bytes received (IB port_rcv_data counts 4-byte words: scaled by 4).",
        scales={"port_rcv_data": 4.0}, mlx5=("rx_vport_rdma_unicast_bytes",), ib_port=("port_rcv_data",),
-       cumulus=("rx-stats/rx-roce-stats/roce-bytes",)),
+       bnxt_rdma=("rx_roce_only_bytes",), cumulus=("rx-stats/rx-roce-stats/roce-bytes",)),
     _m("rdma_tx_bytes", "bytes", "counter",
        "RDMA/RoCE bytes sent (IB port_xmit_data counts 4-byte words: scaled by 4).",
        scales={"port_xmit_data": 4.0}, mlx5=("tx_vport_rdma_unicast_bytes",), ib_port=("port_xmit_data",),
-       cumulus=("tx-stats/tx-roce-stats/roce-bytes",)),
+       bnxt_rdma=("tx_roce_only_bytes",), cumulus=("tx-stats/tx-roce-stats/roce-bytes",)),
     _m("rdma_rx_packets", "packets", "counter", "RDMA/RoCE packets received.",
-       mlx5=("rx_vport_rdma_unicast_packets",), ib_port=("port_rcv_packets",),
+       mlx5=("rx_vport_rdma_unicast_packets",), ib_port=("port_rcv_packets",), bnxt_rdma=("rx_roce_only_pkts",),
        cumulus=("rx-stats/rx-roce-stats/roce-packets",)),
     _m("rdma_tx_packets", "packets", "counter", "RDMA/RoCE packets sent.",
-       mlx5=("tx_vport_rdma_unicast_packets",), ib_port=("port_xmit_packets",),
+       mlx5=("tx_vport_rdma_unicast_packets",), ib_port=("port_xmit_packets",), bnxt_rdma=("tx_roce_only_pkts",),
        cumulus=("tx-stats/tx-roce-stats/roce-packets",)),
     _m("port_xmit_wait", "ticks", "counter",
        "Ticks the port had data to send but could not (paused or no credit).",

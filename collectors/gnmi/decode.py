@@ -33,7 +33,7 @@ from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.common.rows import constant
 from rocescope.collectors.gnmi.paths import NO_KEYS, Elem, elems_str, path_elems
 from rocescope.collectors.gnmi.proto import pb
-from rocescope.collectors.gnmi.resolve import Resolved, is_sonic, resolve_elems, strip_module
+from rocescope.collectors.gnmi.resolve import DEFAULT_VENDORS, Resolved, is_sonic, resolve_elems, strip_module
 from rocescope.collectors.gnmi.values import POSITIVE_ONLY, TEXT_VALUES, number, scalar
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -145,7 +145,7 @@ class GnmiDecoder:
         self,
         device: str,
         keep_unknown: bool = True,
-        vendors: Sequence[str] = ("openconfig", "srlinux"),
+        vendors: Sequence[str] = DEFAULT_VENDORS,
         on_problem: Callable[[str], None] | None = None,
     ) -> None:
         self.device = device

@@ -10,9 +10,11 @@
   `sonic_db`), the key is the port.
 * OpenConfig `/interfaces/interface[name=X]/...` and `/qos/interfaces/interface[interface-id=X]/
   output/queues/queue[name=Q]/...` (vendor `openconfig`), SR Linux `/interface[name=X]/...` and
-  `/qos/interfaces/interface[interface-id=X]/...` (vendor `srlinux`): the path below the interface
-  (or queue) list entry is the catalog name; a per-priority metric takes its index from the list key
-  (`queue[name=3]`, `pfc-priority[index=3]`). Module prefixes are ignored.
+  `/qos/interfaces/interface[interface-id=X]/...` (vendor `srlinux`), and the NVIDIA paths Cumulus Linux
+  publishes beside OpenConfig's under both (vendor `cumulus`: `switch-priority[priority=3]/state/...`,
+  `input/priority-group[pg-id=3]/state/...`, queue `state/instant-queue-len`...): the path below the
+  interface (or queue) list entry is the catalog name; a per-priority metric takes its index from the list
+  key (`queue[name=3]`, `pfc-priority[index=3]`). Module prefixes are ignored.
 * Anything else resolves to metric None (the decoder keeps it as `raw:<name>`), where the name is the SAI
   field (SONiC), `TABLE/field` (SONiC port tables), the path below the interface or queue entry
   (OpenConfig, SR Linux) or the whole path with its keys.
@@ -27,7 +29,12 @@ from dataclasses import dataclass
 from rocescope import catalog
 from rocescope.collectors.gnmi.paths import NO_KEYS, Elem, elems_str
 
-__all__ = ["Resolved", "is_sonic", "resolve_elems", "strip_module"]
+__all__ = ["DEFAULT_VENDORS", "Resolved", "is_sonic", "resolve_elems", "strip_module"]
+
+#: Catalog vendors tried, in order, for a path below an interface or a QoS interface that is not SONiC's.
+DEFAULT_VENDORS: tuple[str, ...] = ("openconfig", "srlinux", "cumulus")
+#: ... and for one below OpenConfig's /interfaces/interface (Cumulus adds a few leaves of its own there).
+_INTERFACE_VENDORS: tuple[str, ...] = ("openconfig", "cumulus")
 
 #: COUNTERS_DB tables of SAI stats (`sonic_sai` fields) keyed by object: `Ethernet68`, `Ethernet68:3` (queue/PG).
 #: COUNTERS holds the peak since the last poll (read-and-clear), PERIODIC_WATERMARKS the peak since its timer.
@@ -131,9 +138,7 @@ def _list_index(elems: Sequence[Elem]) -> int:
     return -1
 
 
-def resolve_elems(
-    elems: Sequence[Elem], target: str = "", vendors: Sequence[str] = ("openconfig", "srlinux")
-) -> Resolved:
+def resolve_elems(elems: Sequence[Elem], target: str = "", vendors: Sequence[str] = DEFAULT_VENDORS) -> Resolved:
     """Map a full path (prefix + path [+ JSON members]) to (port, priority, metric, raw name)."""
     if is_sonic(target, elems):
         return _resolve_sonic(elems)
@@ -143,7 +148,7 @@ def resolve_elems(
     order: Sequence[str] = vendors
     index_from = 0
     if names[:2] == ["interfaces", "interface"]:
-        port, anchor, order, index_from = elems[1][1].get("name", ""), 2, ("openconfig",), 2
+        port, anchor, order, index_from = elems[1][1].get("name", ""), 2, _INTERFACE_VENDORS, 2
     elif names[:1] == ["interface"]:
         port, anchor, order, index_from = elems[0][1].get("name", ""), 1, ("srlinux",), 1
     elif names[:3] == ["qos", "interfaces", "interface"]:

@@ -4,9 +4,10 @@ One `poll()` reads, through the `NicHost` seam (`host.py`: `LiveHost` or `Fixtur
 
 * for each netdev: `ethtool -S` (per-queue statistics skipped, see `ethtool.py`), and the link state and
   speed from /sys/class/net/<netdev>/{operstate,speed}; port = the netdev, source = `ethtool`;
-* for each RDMA device port: /sys/class/infiniband/<dev>/ports/<p>/counters (IBTA PortCounters, vendor
-  `ib_port`) and hw_counters (vendor `mlx5_rdma`), and its state and rate; port = `<dev>/<p>`, source
-  = `rdma`;
+* for each RDMA device port: /sys/class/infiniband/<dev>/ports/<p>/hw_counters (named by the provider: vendor
+  `mlx5_rdma` or `bnxt_rdma` by the device's driver, `vendors.py`) and counters (IBTA PortCounters, vendor
+  `ib_port`; a metric the provider's hw_counters already give is kept raw, `normalize.demote_taken`), and its
+  state and rate; port = `<dev>/<p>`, source = `rdma`;
 
 and returns ONE Batch of the `counters` stream for the host, keyed by host name (device = host
 name, role = `nic`). `run()` polls on fixed ticks and publishes each Batch through a Producer.
@@ -38,8 +39,16 @@ from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
 from rocescope.collectors.common.polling import run_ticks
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.nic.ethtool import parse_ethtool_stats, vendor_of_driver
-from rocescope.collectors.nic.host import RDMA_GROUPS, NicHost
-from rocescope.collectors.nic.normalize import KEEP_UNKNOWN, RDMA_NOT_COUNTERS, RDMA_VENDORS, add_link, normalize
+from rocescope.collectors.nic.host import NicHost
+from rocescope.collectors.nic.normalize import (
+    KEEP_UNKNOWN,
+    RDMA_NOT_COUNTERS,
+    UNKNOWN_PREFIX,
+    add_link,
+    demote_taken,
+    normalize,
+)
+from rocescope.collectors.nic.vendors import IB_PORT_VENDOR, rdma_vendor
 from rocescope.errors import RocescopeError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import Producer
@@ -75,12 +84,13 @@ def _ns(ts: dt.datetime) -> int:
 
 @dataclass
 class NicInventory:
-    """What discovery found: netdevs with their catalog vendor, RDMA ports, RDMA port -> netdev."""
+    """What discovery found: netdevs and RDMA devices with their catalog vendor, RDMA ports, RDMA port -> netdev."""
 
     netdevs: list[str] = field(default_factory=list)
     vendors: dict[str, str] = field(default_factory=dict)
     rdma_ports: list[tuple[str, int]] = field(default_factory=list)
     port_map: dict[str, str | None] = field(default_factory=dict)
+    rdma_vendors: dict[str, str] = field(default_factory=dict)
 
 
 class NicCollector:
@@ -116,7 +126,9 @@ class NicCollector:
         try:
             netdevs = self.host.netdevs()
             vendors = {nd: vendor_of_driver(self.host.driver(nd)) for nd in netdevs}
-            ports = [(dev, p) for dev in self.host.rdma_devices() for p in self.host.rdma_ports(dev)]
+            devices = self.host.rdma_devices()
+            rdma_vendors = {dev: rdma_vendor(self.host.rdma_driver(dev), dev) for dev in devices}
+            ports = [(dev, p) for dev in devices for p in self.host.rdma_ports(dev)]
             port_map = {f"{dev}/{p}": self.host.netdev_of(dev, p) for dev, p in ports}
         except (RocescopeError, OSError) as exc:
             problem = f"discovery failed, keeping the previous inventory: {exc}"
@@ -124,7 +136,7 @@ class NicCollector:
             return self.inventory
         self.targets.succeeded("discovery", time.perf_counter() - t0)
         self.targets.add(*netdevs, *port_map)
-        self.inventory = NicInventory(netdevs, vendors, ports, port_map)
+        self.inventory = NicInventory(netdevs, vendors, ports, port_map, rdma_vendors)
         self._discovered_at = time.monotonic()
         return self.inventory
 
@@ -145,7 +157,7 @@ class NicCollector:
         for netdev in inv.netdevs:
             self._poll_netdev(netdev, inv.vendors.get(netdev, "unknown"), rows, fixed)
         for dev, port in inv.rdma_ports:
-            self._poll_rdma(dev, port, rows, fixed)
+            self._poll_rdma(dev, port, inv.rdma_vendors.get(dev) or rdma_vendor("", dev), rows, fixed)
         batch = rows.to_batch(self.hostname, _ROLE, "")
         m = self.metrics
         m.poll_seconds.observe(time.perf_counter() - wall0)
@@ -177,24 +189,24 @@ class NicCollector:
             netdev, time.perf_counter() - t0, n, rows.unknown - unknown, stats.malformed, problem=problem
         )
 
-    def _poll_rdma(self, dev: str, port: int, rows: CounterRows, fixed: int | None) -> None:
+    def _poll_rdma(self, dev: str, port: int, provider: str, rows: CounterRows, fixed: int | None) -> None:
         target = f"{dev}/{port}"
         t0 = time.perf_counter()
         ts_ns = time.time_ns() if fixed is None else fixed
         start, unknown = len(rows.ts), rows.unknown
         bad: list[str] = []
         try:
-            for group in RDMA_GROUPS:
-                raw = self.host.rdma_port_counters(dev, port, group)
-                pairs: list[tuple[str, float]] = []
-                for name, text in raw.items():
-                    if name in RDMA_NOT_COUNTERS:
-                        continue
-                    try:
-                        pairs.append((name, int(text)))
-                    except ValueError:
-                        bad.append(f"{group}/{name}={text[:40]!r}")
-                normalize(RDMA_VENDORS[group], pairs, self.keep_unknown, rows)
+            # the provider's hw_counters first: a metric they give, the IBTA counters/ do not give again
+            first = len(rows.metric)
+            normalize(provider, self._rdma_pairs(dev, port, "hw_counters", bad), self.keep_unknown, rows)
+            taken = {
+                (m, p)
+                for m, p in zip(rows.metric[first:], rows.priority[first:], strict=True)
+                if not m.startswith(UNKNOWN_PREFIX)
+            }
+            first = len(rows.metric)
+            normalize(IB_PORT_VENDOR, self._rdma_pairs(dev, port, "counters", bad), self.keep_unknown, rows)
+            demote_taken(rows, first, taken, IB_PORT_VENDOR, self.keep_unknown)
             add_link(self.host.rdma_link(dev, port), rows, "state", "rate")
         except (RocescopeError, OSError) as exc:
             self._failed(target, rows, start, unknown, exc, t0)
@@ -202,6 +214,18 @@ class NicCollector:
         n = rows.stamp(ts_ns, target, "rdma")
         problem = f"skipped {len(bad)} non-numeric counter(s): {', '.join(bad[:3])}" if bad else ""
         self.targets.succeeded(target, time.perf_counter() - t0, n, rows.unknown - unknown, len(bad), problem=problem)
+
+    def _rdma_pairs(self, dev: str, port: int, group: str, bad: list[str]) -> list[tuple[str, float]]:
+        """(name, value) of one counter directory of an RDMA port; non-numeric files are listed in `bad`."""
+        pairs: list[tuple[str, float]] = []
+        for name, text in self.host.rdma_port_counters(dev, port, group).items():
+            if name in RDMA_NOT_COUNTERS:
+                continue
+            try:
+                pairs.append((name, int(text)))
+            except ValueError:
+                bad.append(f"{group}/{name}={text[:40]!r}")
+        return pairs
 
     def _failed(self, target: str, rows: CounterRows, start: int, unknown: int, exc: Exception, t0: float) -> None:
         """A target that failed half-way: drop what it added, count and log the failure."""

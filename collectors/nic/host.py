@@ -75,6 +75,9 @@ class NicHost(Protocol):
     def rdma_devices(self) -> list[str]:
         """RDMA devices (`mlx5_0`...)."""
 
+    def rdma_driver(self, rdma_dev: str) -> str:
+        """Driver of an RDMA device's parent (`mlx5_core`, `bnxt_en`...), "" if unknown."""
+
     def rdma_ports(self, rdma_dev: str) -> list[int]:
         """Port numbers of an RDMA device (1-based)."""
 
@@ -136,6 +139,15 @@ class SysfsNicHost:
             return self.sysfs.listdir(IB)
         except OSError:
             return []
+
+    def rdma_driver(self, rdma_dev: str) -> str:
+        """From the `device` link of the class device, or its parent directory where that link is missing."""
+        for parent in (f"{IB}/{rdma_dev}/device", f"{IB}/{rdma_dev}/../.."):
+            try:
+                return posixpath.basename(self.sysfs.readlink(f"{parent}/driver"))
+            except OSError:
+                continue
+        return ""
 
     def rdma_ports(self, rdma_dev: str) -> list[int]:
         try:
@@ -293,6 +305,7 @@ class FixtureHost(SysfsNicHost):
             if nic.rdma_sysfs is not None:
                 files.update(rerooted(parse_sysfs_dump(nic.rdma_sysfs, f"{nic.rdma_dev} dump").files, nic.rdma_dev))
             files[f"{IB}/{nic.rdma_dev}/ports/{nic.rdma_port}/gid_attrs/ndevs/0"] = nic.netdev
+            links[f"{IB}/{nic.rdma_dev}/device/driver"] = f"../../../../bus/pci/drivers/{nic.driver}"
         return cls(ethtool, files, links)
 
 

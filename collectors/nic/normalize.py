@@ -1,13 +1,13 @@
 """Raw NIC counter names -> canonical `counters` rows, through the catalog.
 
-Each raw name is resolved with `rocescope.catalog.resolve(vendor, raw)` (vendor from the netdev's
-driver: mlx5_core -> mlx5, bnxt_en -> bnxt, ice, i40e; RDMA counter directories map to `ib_port` and
-`mlx5_rdma`) and scaled with `catalog.scale` (IB `port_rcv_data`/`port_xmit_data` count 4-byte words:
-x4). The raw name is always kept in `raw_name`. A name the catalog does not know is KEPT (the house
-rule) under metric `raw:<name>` with priority -1: the prefix keeps it out of the canonical name
-space, where it could otherwise collide (mlx5's software `rx_bytes` is not the port's `rx_bytes`,
-which comes from `rx_bytes_phy`); `keep_unknown=False` drops them instead. Link rows use the
-canonical `oper_up` (1/0; an `unknown` operstate gives no row) and `port_speed_bps`.
+Each raw name is resolved with `rocescope.catalog.resolve(vendor, raw)` (vendor from the netdev's driver:
+mlx5_core -> mlx5, bnxt_en -> bnxt, ice, i40e; an RDMA port's `counters/` are `ib_port`, its `hw_counters/`
+its provider's, `mlx5_rdma` or `bnxt_rdma`: `vendors.py`) and scaled with `catalog.scale` (IB
+`port_rcv_data`/`port_xmit_data` count 4-byte words: x4). The raw name is always kept in `raw_name`. A name
+the catalog does not know is KEPT (the house rule) under metric `raw:<name>` with priority -1: the prefix
+keeps it out of the canonical name space, where it could otherwise collide (mlx5's software `rx_bytes` is not
+the port's `rx_bytes`, which comes from `rx_bytes_phy`); `keep_unknown=False` drops them instead. Link rows
+use the canonical `oper_up` (1/0; an `unknown` operstate gives no row) and `port_speed_bps`.
 
 A driver's raw names are a small fixed set, so resolutions are memoized per vendor: a poll costs one
 dict lookup per value.
@@ -21,15 +21,12 @@ from rocescope import catalog
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.nic.host import LinkState
 
-__all__ = ["KEEP_UNKNOWN", "RDMA_NOT_COUNTERS", "RDMA_VENDORS", "UNKNOWN_PREFIX", "add_link", "normalize"]
+__all__ = ["KEEP_UNKNOWN", "RDMA_NOT_COUNTERS", "UNKNOWN_PREFIX", "add_link", "demote_taken", "normalize"]
 
 #: Metric of a raw name the catalog does not know: `raw:<name>`.
 UNKNOWN_PREFIX = "raw:"
 #: Default for keep_unknown: keep unknown names (as `raw:<name>`) or drop them.
 KEEP_UNKNOWN = True
-#: RDMA counter directory -> catalog vendor. hw_counters names follow mlx5's (other providers' names
-#: mostly miss the catalog and are kept raw).
-RDMA_VENDORS: dict[str, str] = {"counters": "ib_port", "hw_counters": "mlx5_rdma"}
 #: Files of hw_counters that are settings, not counters (`lifespan`: the counter cache time in ms).
 RDMA_NOT_COUNTERS = frozenset({"lifespan"})
 
@@ -76,6 +73,33 @@ def normalize(
             values.append(float(value) * hit[2])
         raws.append(raw)
     return out
+
+
+def demote_taken(
+    out: CounterRows, start: int, taken: set[tuple[str, int]], vendor: str, keep_unknown: bool = KEEP_UNKNOWN
+) -> int:
+    """Rows from `start` on (normalized under `vendor`, not yet stamped) whose canonical (metric, priority) is in
+    `taken` become `raw:<name>` rows with their raw value (or are dropped without `keep_unknown`); how many.
+
+    So one RDMA port never has two series of one metric: bnxt_re serves its RoCE bytes both as hw_counters
+    `rx_roce_only_bytes` and, through its PMA, as IBTA `port_rcv_data`; the provider's own counter is kept."""
+    metrics, prios, values, raws = out.metric, out.priority, out.value, out.raw_name
+    demoted = 0
+    i = start
+    while i < len(metrics):
+        if (metrics[i], prios[i]) not in taken:
+            i += 1
+            continue
+        demoted += 1
+        out.unknown += 1
+        if keep_unknown:
+            metrics[i], prios[i] = UNKNOWN_PREFIX + raws[i], -1
+            values[i] /= catalog.scale(vendor, raws[i])
+            i += 1
+        else:
+            for column in (metrics, prios, values, raws):
+                del column[i]
+    return demoted
 
 
 def add_link(link: LinkState, out: CounterRows, state_name: str, speed_name: str) -> None:

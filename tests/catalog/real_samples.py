@@ -33,6 +33,12 @@ ETHTOOL = REAL / "01_ethtool"
 RDMA = REAL / "02_rdma"
 SWITCH = REAL / "04_gnmi_sonic"
 SNMP = REAL / "05_snmp"
+#: Built from driver sources and vendor documentation (names real, see each .source.txt): bnxt_re sysfs trees,
+#: Cumulus Linux gNMI metric tables.
+NIC = FIXTURES / "nic"
+CUMULUS = FIXTURES / "cumulus"
+BNXT_RE_DUMPS = ("bnxt_re0_sysfs_linux6.17.txt", "bnxt_re0_sysfs_linux6.18.txt", "bnxt_re0_sysfs_broadcom_driver.txt")
+CUMULUS_GNMI_DOCS = ("cumulus_linux_5.14_gnmi_metrics_qos.md", "cumulus_linux_5.17_gnmi_metrics_qos_interface.md")
 
 # --------------------------------------------------------------------------------------------------
 # parsers for the real files
@@ -144,6 +150,12 @@ def parse_cumulus_counters(path: Path) -> dict[str, str]:
     return out
 
 
+def cumulus_gnmi_paths(path: Path) -> list[str]:
+    """Paths of the metric tables of NVIDIA's Cumulus Linux gNMI page, list keys removed, with a leading `/`."""
+    paths = re.findall(r"^\|\s*`(/?(?:qos|interfaces)/[^`]+)`", path.read_text(), re.MULTILINE)
+    return ["/" + re.sub(r"\[[^\]]*\]", "", p).lstrip("/") for p in paths]
+
+
 def yang_paths(path: Path) -> list[str]:
     """xpaths of a `pyang -f flatten` csv, module prefixes removed."""
     rows = [r for r in csv.reader(ln for ln in path.read_text().splitlines() if not ln.startswith("#"))]
@@ -161,6 +173,7 @@ def relative(paths: list[str], anchors: tuple[str, ...]) -> set[str]:
 
 
 OC_ANCHORS = ("/interfaces/interface/", "/qos/interfaces/interface/output/queues/queue/")
+CUMULUS_ANCHORS = (*OC_ANCHORS, "/qos/interfaces/interface/")
 SRL_ANCHORS = (
     "/interface/",
     "/qos/interfaces/interface/",
@@ -200,12 +213,14 @@ def real_names() -> dict[str, frozenset[str]]:
         "bnxt": frozenset(parse_ethtool(ETHTOOL / "ethq_bnxt_en_ethtool-S.txt")),
         "ice": frozenset(parse_ethtool(ETHTOOL / "ethq_ice_ethtool-S.txt")),
         "i40e": frozenset(parse_ethtool(ETHTOOL / "ethq_i40e_ethtool-S.txt")),
+        "bnxt_rdma": frozenset(n for f in BNXT_RE_DUMPS for n in parse_sysfs(NIC / f)["hw_counters"]),
         "mlx5_rdma": frozenset(sysfs["hw_counters"])
         | parse_rdma_statistic(RDMA / "iproute2_commit_msgs_rdma_statistic_real_outputs.txt"),
         "ib_port": frozenset(sysfs["counters"]),
         "sonic_sai": frozenset(k for f in SONIC_FILES for k, _ in json_fields(load_json(f))),
         "sonic_db": frozenset(sonic_port_fields()),
-        "cumulus": frozenset(parse_cumulus_counters(SWITCH / "cumulus_nvue_roce_counters_spectrum.txt")),
+        "cumulus": frozenset(parse_cumulus_counters(SWITCH / "cumulus_nvue_roce_counters_spectrum.txt"))
+        | relative([p for f in CUMULUS_GNMI_DOCS for p in cumulus_gnmi_paths(CUMULUS / f)], CUMULUS_ANCHORS),
         "openconfig": frozenset(relative(yang_paths(SWITCH / "openconfig_state_counter_paths.csv"), OC_ANCHORS))
         | openconfig_ethernet_state(),
         "srlinux": frozenset(

@@ -74,6 +74,12 @@ NOT_IN_SAMPLES: dict[tuple[str, str], str] = {
     ("srlinux", "transceiver/channel/input-power/latest-value"): "srl_nokia-interfaces power-levels "
     "grouping under /interface/transceiver/channel; filtered out of the csv",
     ("snmp", "ifOperStatus"): "IF-MIB ifTable column 1.3.6.1.2.1.2.2.1.8 (RFC 2863); not in the table",
+    **{
+        ("cumulus", f"state/switch-priority/counters/{leaf}"): "Cumulus Linux 5.14 gNMI page, note on the QoS "
+        "paths 5.14 changed: the pause counters' container moved to state/switch-priority[priority]/counters/ "
+        "(its table still lists the leaves under switch-priority[priority]/state/counters/)"
+        for leaf in ("in-pause-pkts", "out-pause-pkts")
+    },
 }
 
 

@@ -9,6 +9,7 @@ from rocescope.catalog import METRICS_BY_NAME, resolve, scale
 
 from real_samples import (
     ETHTOOL,
+    NIC,
     RDMA,
     mapped_and_unmapped,
     parse_ethtool,
@@ -250,3 +251,67 @@ def test_rdma_statistic_names_resolve() -> None:
     mapped, unmapped = mapped_and_unmapped("mlx5_rdma", names)
     report_unmapped("rdma statistic", {n for n in unmapped if "_" in n})
     assert len(mapped) >= 20
+
+
+# --------------------------------------------------------------------------------------------------
+# (3) bnxt_re hw_counters: the names of each driver generation (trees built from the driver sources)
+
+#: canonical metric -> its bnxt_re name in Linux 6.6-6.17, in 6.18, in Broadcom's own driver (None: absent there).
+BNXT_RE: dict[str, tuple[str | None, str | None, str | None]] = {
+    "cnp_sent": ("tx_cnp_pkts", "np_cnp_pkts", "np_cnp_sent"),
+    "cnp_received": ("rx_cnp_pkts", "rp_cnp_handled", "rp_cnp_handled"),
+    "cnp_ignored": (None, None, "rp_cnp_ignored"),
+    "ecn_marked_roce_packets": ("rx_ecn_marked_pkts", "np_ecn_marked_roce_packets", "np_ecn_marked_roce_packets"),
+    "out_of_sequence": ("oos_drop_count", "out_of_sequence", "out_of_sequence"),
+    "packet_seq_err": ("seq_err_naks_rcvd", "packet_seq_err", "packet_seq_err"),
+    "local_ack_timeout_err": ("to_retransmits", "local_ack_timeout_err", "local_ack_timeout_err"),
+    "rnr_nak_retry_err": ("rnr_naks_rcvd", "rnr_nak_retry_err", "rnr_nak_retry_err"),
+    "implied_nak_seq_err": ("missing_resp", "implied_nak_seq_err", "implied_nak_seq_err"),
+    "duplicate_request": ("dup_req", "duplicate_request", "duplicate_request"),
+    "rdma_out_of_buffer": ("rx_out_of_buffer", "out_of_buffer", "out_of_buffer"),
+    "rx_read_requests": ("rx_read_req", "rx_read_requests", "rx_read_requests"),
+    "rx_write_requests": ("rx_write_req", "rx_write_requests", "rx_write_requests"),
+    "rx_atomic_requests": ("rx_atomic_req", "rx_atomic_requests", "rx_atomic_requests"),
+    "req_cqe_error": (None, "req_cqe_error", "req_cqe_error"),
+    "resp_cqe_error": (None, "resp_cqe_error", "resp_cqe_error"),
+    "rdma_rx_bytes": ("rx_roce_only_bytes", "rx_roce_only_bytes", None),
+    "rdma_tx_bytes": ("tx_roce_only_bytes", "tx_roce_only_bytes", None),
+    "rdma_rx_packets": ("rx_roce_only_pkts", "rx_roce_only_pkts", None),
+    "rdma_tx_packets": ("tx_roce_only_pkts", "tx_roce_only_pkts", None),
+    "roce_adp_retrans": (None, None, "roce_adp_retrans"),
+    "rx_icrc_errors": (None, None, "rx_icrc_encapsulated"),
+}
+BNXT_RE_FILES = ("bnxt_re0_sysfs_linux6.17.txt", "bnxt_re0_sysfs_linux6.18.txt", "bnxt_re0_sysfs_broadcom_driver.txt")
+
+
+@pytest.mark.parametrize("generation", range(3), ids=["linux-6.6-6.17", "linux-6.18", "broadcom-driver"])
+def test_bnxt_re_hw_counters_of_each_generation_resolve(generation: int) -> None:
+    names = set(parse_sysfs(NIC / BNXT_RE_FILES[generation])["hw_counters"])
+    for metric, spellings in BNXT_RE.items():
+        raw = spellings[generation]
+        if raw is not None:
+            assert raw in names, f"{raw} is not a hw_counters file of {BNXT_RE_FILES[generation]}"
+            assert resolve("bnxt_rdma", raw) == (metric, -1), raw
+    mapped, unmapped = mapped_and_unmapped("bnxt_rdma", names)
+    report_unmapped(BNXT_RE_FILES[generation], unmapped)
+    assert {resolve("bnxt_rdma", n)[0] for n in mapped if resolve("bnxt_rdma", n)} >= {
+        "cnp_sent", "cnp_received", "ecn_marked_roce_packets", "out_of_sequence", "packet_seq_err"
+    }  # fmt: skip
+
+
+def test_bnxt_re_cnp_count_is_what_was_received_whatever_its_name() -> None:
+    """bnxt_re has no handled/ignored split: its `rx_cnp_pkts`, renamed `rp_cnp_handled` in 6.18, is every CNP
+    received, so it never lands as mlx5's `cnp_handled` (what a reaction point acted on)."""
+    assert resolve("bnxt_rdma", "rp_cnp_handled") == ("cnp_received", -1)
+    assert resolve("mlx5_rdma", "rp_cnp_handled") == ("cnp_handled", -1)
+    assert resolve("bnxt_rdma", "rx_cnp_pkts") == ("cnp_received", -1)
+    # mlx5's names are not bnxt_re's: rx_cnp_pkts means nothing to mlx5
+    assert resolve("mlx5_rdma", "rx_cnp_pkts") is None
+    assert "received" in METRICS_BY_NAME["cnp_received"].description
+
+
+def test_bnxt_re_function_totals_stay_raw() -> None:
+    """rx_bytes/tx_bytes/rx_pkts/tx_pkts of bnxt_re count the RoCE function's traffic with its CNPs: the RoCE data
+    volume is `*_roce_only_*`, so the totals are not mapped (they would be a second rdma_rx_bytes series)."""
+    for raw in ("rx_bytes", "tx_bytes", "rx_pkts", "tx_pkts"):
+        assert resolve("bnxt_rdma", raw) is None

@@ -32,10 +32,10 @@ def test_sim_run_lands_what_the_profile_reports(tmp_path: Path, write_config: Ca
     assert all(d.startswith('"gpu-') for d in result.stdout.splitlines()[1:])  # LLDP from the hosts only
 
 
-def test_served_demo_refuses_a_profile_it_cannot_serve(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+def test_demo_refuses_an_unknown_profile_before_it_starts(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     cfg = str(write_config(tmp_path))
-    result = runner.invoke(app, ["--config", cfg, "demo", "--scenario", "pfc_storm", "--profile", "cumulus"])
-    assert result.exit_code == 1 and "--fast" in result.output
+    result = runner.invoke(app, ["--config", cfg, "demo", "--scenario", "pfc_storm", "--profile", "no-such-gear"])
+    assert result.exit_code == 1 and "no profile" in result.output and len(result.output.splitlines()) <= 2
 
 
 def test_eval_scores_per_profile_as_json(tmp_path: Path, write_config: Callable[..., Path]) -> None:

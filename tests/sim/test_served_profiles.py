@@ -21,8 +21,8 @@ SCENARIO = "pfc_storm"  # gpu-005 eth0 stuck pausing 60-90 s
 SECONDS = 65.0  # past one 60 s watermark read of every SONiC switch
 KEY = ["device", "port", "metric", "priority"]
 #: What a collector cannot read of what the vendor serves (see the report in sim/facades/gnmi_paths.py):
-#: SONiC's buffer pool watermark is on no sonic-gnmi virtual path; bnxt_re's RDMA hw_counters are not in the
-#: catalog (the NIC collector resolves hw_counters by mlx5's names), so they land as `raw:<name>`.
+#: SONiC's buffer pool watermark is on no sonic-gnmi virtual path. (bnxt_re's RDMA hw_counters resolve under
+#: the catalog vendor `bnxt_rdma`, picked by the RDMA device's driver.)
 NOT_COLLECTED = {
     "sonic-broadcom": {"buffer_pool_watermark_bytes"},
     "arista-eos": set(),
@@ -74,7 +74,7 @@ def test_a_served_run_lands_the_fast_paths_rows_names_and_cadences(runs: tuple[s
     profile, (_, served, _), (_, fast, _), _ = runs
     prof = load_profile(profile)
     bnxt = prof.nic.driver == "bnxt"
-    gaps = NOT_COLLECTED[profile] | (BNXT_RDMA if bnxt else set())
+    gaps = NOT_COLLECTED[profile]
     want = fast.filter(~pl.col("metric").is_in(gaps))
     mine = served.filter(~pl.col("metric").str.starts_with("raw:"))
     # every read the fast path lands is landed once (same rows per key: same metrics, names, cadences)
@@ -91,10 +91,10 @@ def test_a_served_run_lands_the_fast_paths_rows_names_and_cadences(runs: tuple[s
     assert (pairs["value"] == pairs["value_served"]).all()
     skew = (pairs["ns_served"] - pairs["ns"]).abs().max()
     assert isinstance(skew, int) and skew <= prof.clocks.path_spread_ms * 1e6 + 1000, skew
-    if bnxt:  # what the collector cannot name still lands, under the driver's own names
-        raw = served.filter(pl.col("metric").str.starts_with("raw:"))
-        assert {"raw:tx_cnp_pkts", "raw:rx_cnp_pkts"} <= set(raw["metric"])
-        assert raw.height == fast.filter(pl.col("metric").is_in(BNXT_RDMA)).height
+    if bnxt:  # bnxt_re's hw_counters land canonical (catalog vendor bnxt_rdma), under the driver's own names
+        named = served.filter(pl.col("metric").is_in(BNXT_RDMA))
+        assert {"tx_cnp_pkts", "rx_cnp_pkts"} <= set(named["raw"])
+        assert named.height == fast.filter(pl.col("metric").is_in(BNXT_RDMA)).height
 
 
 def test_each_vendor_serves_its_own_paths_at_each_groups_cadence(runs: tuple[str, Run, Run, ServeStats]) -> None:
