@@ -365,6 +365,7 @@ def _drop(
     else:
         pq[p, q, Q_DROP_PKTS] += x / pkt
         pq[p, q, Q_DROP_BYTES] += x
+        pc[p, C_TX_DISCARDS] += x / pkt  # out-discards count egress tail drops (SAI IF_OUT_DISCARDS, EOS, SR Linux)
     _lost_packets(pkt, x, f, prio, int(prm[P_LOSSLESS]), path, nh, peer, pc)
 
 

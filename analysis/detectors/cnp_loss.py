@@ -57,6 +57,7 @@ SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
 RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
 PAUSED_US, PAUSE_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause"
 QUEUE_DROPS = "queue_dropped_packets"
+PORT_TX_DROPS = "tx_discards"
 
 
 class CnpLossParams(Params):
@@ -258,6 +259,11 @@ def _dropping_queues(ctx: Context, p: CnpLossParams, start: dt.datetime, end: dt
     drops = drops.filter(
         ~pl.col("priority").is_in(list(p.lossless_priorities)), pl.col("ts") > start, pl.col("ts") <= end
     )
+    if drops.is_empty():
+        # no lossy queue counted a drop (Cumulus counts the RoCE class only, SR Linux no queues at all): the
+        # ports' egress discards stand in, as lossless queues do not drop
+        drops = ctx.frames.rates([PORT_TX_DROPS], min_rate=1e-9, roles=["switch"])
+        drops = drops.filter(pl.col("ts") > start, pl.col("ts") <= end).with_columns(pl.lit(-1).alias("priority"))
     per = drops.group_by("device", "port", "priority").agg(pl.col("delta").sum()).sort("delta", descending=True)
     return [(f"{d}:{port}", float(n)) for d, port, _prio, n in per.iter_rows()]
 

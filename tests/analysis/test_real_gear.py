@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.run import analyze
 from rocescope.pipeline.store import Store
@@ -158,9 +160,12 @@ def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) 
     assert imb.job_ids == ("team-a/train",)
 
 
+@pytest.mark.parametrize("counted_as", ["lossy queue drops", "port out-discards only"])
 def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_dropping_queue(
-    store: Store, now: dt.datetime
+    store: Store, now: dt.datetime, counted_as: str
 ) -> None:
+    """Where the switch counts no lossy queue (Cumulus counts the RoCE class only, SR Linux no queue drops at
+    all), the port's out-discards point at the dropping port."""
     t = Telemetry(now, 240)
     fabric(t)
     on = (60.0, 170.0)
@@ -168,7 +173,12 @@ def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_droppi
         sent = steps((*on, 1500.0)) if host in ("gpu-05", "gpu-06") else steps()
         t.counter(host, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(i))
         t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(i))
-    t.counter("leaf1", "switch", "Ethernet2/1", "queue_dropped_packets", steps((*on, 3000.0)), QUEUE_CLOCK, priority=6)
+    if counted_as == "lossy queue drops":
+        drops = steps((*on, 3000.0))
+        t.counter("leaf1", "switch", "Ethernet2/1", "queue_dropped_packets", drops, QUEUE_CLOCK, priority=6)
+    else:
+        t.counter("leaf1", "switch", "Ethernet2/1", "tx_discards", steps((*on, 3000.0)), PORT_CLOCK)
+        t.counter("leaf1", "switch", "Ethernet2/2", "tx_discards", steps(), PORT_CLOCK)
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
