@@ -16,9 +16,14 @@ HTTP by this facade. It only does transport; chdb produces and parses every data
 
 * with an ``ssl_context`` it serves https (the stdlib's TLS on the listening socket), for the client's TLS path.
 
+* every request's ``Host`` must name loopback or the bound address, and its credentials must match the one user
+  (``default`` with an empty password unless given, as a stock ClickHouse); with ``readonly=True`` only read
+  statements that stay inside the store run, and the session is ``readonly=2`` (``chdb_http_guard`` says why and
+  how). Refusals are logged in one line each and counted in ``refusals``.
+
 Limits: one chdb session serves all clients one request at a time (``session_id`` is ignored, ``SET`` and
-temporary tables are shared); no authentication (hence loopback), external data, progress headers, or
-ClickHouse-native ``compress``/``decompress`` framing.
+temporary tables are shared); one user; no external data, progress headers, or ClickHouse-native
+``compress``/``decompress`` framing.
 """
 
 from __future__ import annotations
@@ -27,22 +32,28 @@ import contextlib
 import gzip
 import io
 import json
+import logging
 import re
 import ssl
 import threading
 import time
 import uuid
 import zlib
+from collections import Counter
 from email.message import Message
 from email.parser import BytesParser
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import TYPE_CHECKING, Any, NamedTuple, cast
 from urllib.parse import parse_qsl, urlsplit
 
+from rocescope.testbed.chdb_http_guard import ReadOnlyGuard, Refused, check_credentials, check_host, claimed_user
+
 if TYPE_CHECKING:
     from chdb.session import Session
 
 __all__ = ["ChdbHttpServer"]
+
+log = logging.getLogger(__name__)
 
 # URL parameters consumed by ClickHouse's HTTP handler itself (or meaningless here): never settings.
 _TRANSPORT_PARAMS = frozenset(
@@ -146,12 +157,30 @@ def _error_text(ex: BaseException) -> tuple[int, str]:
 
 
 class ChdbHttpServer:
-    """ClickHouse HTTP interface (enough for clickhouse-connect) over one chdb session, on loopback."""
+    """ClickHouse HTTP interface (enough for clickhouse-connect) over one chdb session, on loopback.
+
+    ``user``/``password``: the one user's credentials (a stock ClickHouse's ``default`` with no password unless
+    given); ``readonly``: serve only reads that stay inside the store (``chdb_http_guard``), as `serve-http` does.
+    """
 
     def __init__(
-        self, session: Session, host: str = "127.0.0.1", port: int = 0, ssl_context: ssl.SSLContext | None = None
+        self,
+        session: Session,
+        host: str = "127.0.0.1",
+        port: int = 0,
+        ssl_context: ssl.SSLContext | None = None,
+        *,
+        user: str = "default",
+        password: str = "",
+        readonly: bool = False,
     ) -> None:
         self._session: Any = session  # chdb's Session methods carry no annotations
+        self.user = user
+        self._password = password
+        self.readonly = readonly
+        self._guard: ReadOnlyGuard | None = None
+        self.refusals: Counter[str] = Counter()  # refused requests by kind (host, auth, statement)
+        self._refusals_lock = threading.Lock()  # handler threads count concurrently
         self._lock = threading.Lock()
         self._timezone = "UTC"
         self._default_db = "default"
@@ -181,6 +210,8 @@ class ChdbHttpServer:
             row = self._session.query("SELECT timezone(), currentDatabase()", "TabSeparated").bytes()
             self._timezone, self._default_db = row.decode().rstrip("\n").split("\t")
             self._current_db = self._default_db
+            if self.readonly:
+                self._guard = ReadOnlyGuard(self._session)
         serve = self._httpd.serve_forever
         self._thread = threading.Thread(target=serve, args=(0.05,), name="chdb-http", daemon=True)
         self._thread.start()
@@ -211,12 +242,19 @@ class ChdbHttpServer:
         for name in settings:
             if not _SETTING_NAME_RE.match(name):
                 raise _fail(115, "UNKNOWN_SETTING", f"Unknown setting {name!r}")
+            if self._guard is not None:
+                self._guard.check_setting(name)
         with self._lock:
             database = params.get("database") or self._default_db  # per request, as without a session
             if database != self._current_db:
                 self._current_db = None
                 self._session.query(f"USE {_identifier(database)}", "TabSeparated")
                 self._current_db = database
+            if self._guard is not None:  # parsed with the session's settings, before the request's own
+                insert = _INSERT_RE.match(text, 0, _MAX_HEAD)
+                if insert is not None:
+                    raise self._guard.refuse_insert(insert.group(1).decode(errors="replace"))
+                self._guard.check_statement(text.decode(), binds)
             restore = self._restore_statement(settings)
             try:
                 if settings:
@@ -312,6 +350,19 @@ class _Handler(BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _refuse(self, refused: Refused, params: dict[str, str], headers: dict[str, str]) -> None:
+        """Answer a refusal as ClickHouse would, and log it in one line: who, and why."""
+        assert isinstance(self.server, _Server)
+        facade = self.server.facade
+        with facade._refusals_lock:
+            facade.refusals[refused.kind] += 1
+        client = f"{self.client_address[0]}:{self.client_address[1]}"
+        user, host = claimed_user(self.headers, params), self.headers.get("Host")
+        log.warning("refused %s from %s (user %r, Host %r): %s", refused.kind, client, user, host, refused.reason)
+        headers["X-ClickHouse-Exception-Code"] = str(refused.code)
+        headers["Content-Type"] = "text/plain; charset=UTF-8"
+        self._reply(refused.status, str(refused).encode() + b"\n", headers)
+
     def _serve(self, body: bytes) -> None:
         assert isinstance(self.server, _Server)
         facade = self.server.facade
@@ -320,11 +371,17 @@ class _Handler(BaseHTTPRequestHandler):
             return
         url = urlsplit(self.path)
         params = dict(parse_qsl(url.query, keep_blank_values=True))
-        if url.path.rstrip("/") == "/ping" or (url.path == "/" and "query" not in params and not body):
-            self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})
-            return
         query_id = params.get("query_id") or str(uuid.uuid4())
         headers = {"X-ClickHouse-Query-Id": query_id, "X-ClickHouse-Timezone": facade._timezone}
+        try:
+            check_host(self.headers.get("Host"), str(self.server.server_address[0]))
+            if url.path.rstrip("/") == "/ping" or (url.path == "/" and "query" not in params and not body):
+                self._reply(200, b"Ok.\n", {"Content-Type": "text/html; charset=UTF-8"})
+                return
+            check_credentials(self.headers, params, facade.user, facade._password)
+        except Refused as refused:
+            self._refuse(refused, params, headers)
+            return
         try:
             body = _decompress(body, self.headers.get("Content-Encoding", ""))
             content_type = self.headers.get("Content-Type", "")
@@ -332,6 +389,9 @@ class _Handler(BaseHTTPRequestHandler):
                 params.update(_form_fields(content_type, body))
                 body = b""
             outcome = facade._execute(params, body)
+        except Refused as refused:
+            self._refuse(refused, params, headers)
+            return
         except Exception as ex:
             code, message = _error_text(ex)
             headers["X-ClickHouse-Exception-Code"] = str(code)

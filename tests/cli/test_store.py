@@ -114,12 +114,15 @@ def test_serve_http_lets_a_clickhouse_client_read_the_embedded_store(
     assert result.exit_code == 0, result.output
     port = free_port()
     args = ["--config", str(cfg), "serve-http", "--port", str(port), "--seconds", "60"]
-    proc = subprocess.Popen([sys.executable, "-m", "rocescope.cli", *args], stdout=subprocess.PIPE)
+    env = {**os.environ, "ROCESCOPE_STORE__PASSWORD": "serve-pw"}  # serve-http wants one (tests/testbed too)
+    proc = subprocess.Popen([sys.executable, "-m", "rocescope.cli", *args], stdout=subprocess.PIPE, env=env)
     try:
         deadline = time.monotonic() + 30
         while True:
             try:
-                client = clickhouse_connect.get_client(host="127.0.0.1", port=port, database="rocescope")
+                client = clickhouse_connect.get_client(
+                    host="127.0.0.1", port=port, database="rocescope", password="serve-pw"
+                )
                 break
             except Exception:
                 if time.monotonic() > deadline or proc.poll() is not None:

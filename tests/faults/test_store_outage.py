@@ -45,6 +45,7 @@ from harness import (
 
 OUTAGE_S = scaled(10, 60)
 GROUP = "faults-store"
+PASSWORD = "faults-store-pw"  # serve-http wants a password, and --allow-writes for the sink's inserts
 
 
 class ServedEngine:
@@ -53,7 +54,8 @@ class ServedEngine:
     def __init__(self, tmp: Path):
         self.port = free_port()
         self.config = write_config(
-            tmp / "serve.yaml", store={"backend": "chdb", "path": str(tmp / "engine"), "ttl_days": 0}
+            tmp / "serve.yaml",
+            store={"backend": "chdb", "path": str(tmp / "engine"), "ttl_days": 0, "password": PASSWORD},
         )
         self.log_path = tmp / "serve-http.log"
         self.proc: subprocess.Popen[bytes] | None = None
@@ -65,7 +67,7 @@ class ServedEngine:
     def start(self) -> ServedEngine:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [ROCESCOPE, "--config", str(self.config), "serve-http", "--port", str(self.port)],
+                [ROCESCOPE, "--config", str(self.config), "serve-http", "--port", str(self.port), "--allow-writes"],
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
@@ -101,7 +103,7 @@ def test_store_down_then_back_lands_exactly_the_produced_rows(broker: Broker, en
     topic = schema.topic("counters")
     transport = KafkaTransport(cfg)
     transport.ensure_topics(["counters"])
-    client = ClickHouseStore(StoreConfig(backend="clickhouse", url=engine.url))
+    client = ClickHouseStore(StoreConfig(backend="clickhouse", url=engine.url, password=PASSWORD))
     sink = Sink(
         transport.consumer(GROUP, ["counters"]),
         client,
@@ -168,7 +170,7 @@ def test_deduplication_token_survives_an_engine_kill(engine: ServedEngine) -> No
     heard so, and the retry (same rows, same token) reaches the restarted engine. It must land nothing."""
     rows = concat("counters", [counters_batch("leaf-00", 0, 1000, 10**18).data])
     token = "faults:rocescope.counters.v1:0:0-9"
-    client = ClickHouseStore(StoreConfig(backend="clickhouse", url=engine.url))
+    client = ClickHouseStore(StoreConfig(backend="clickhouse", url=engine.url, password=PASSWORD))
     try:
         client.insert("counters", rows, dedup_token=token)
         engine.kill()

@@ -136,7 +136,10 @@ def test_clickhouse_client_over_tls(tmp_path: Path, caplog: pytest.LogCaptureFix
     pki = make_pki(tmp_path / "pki")
     server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     server_ctx.load_cert_chain(pki.cert, pki.key)
-    with ChdbStore(tmp_path / "chdb") as engine, ChdbHttpServer(engine.session, ssl_context=server_ctx) as http:
+    with (
+        ChdbStore(tmp_path / "chdb") as engine,
+        ChdbHttpServer(engine.session, ssl_context=server_ctx, password=STORE_PW) as http,  # checks the password
+    ):
         assert http.url.startswith("https://127.0.0.1:")
         pw = SecretStr(STORE_PW)
         with ClickHouseStore(StoreConfig(backend="clickhouse", url=http.url, ca_cert=pki.ca, password=pw)) as client:
