@@ -4,6 +4,7 @@
 `findings.py`: what a detector reports and how it lands in the `findings` table
 `run.py`: one analysis run: every enabled detector over a window, findings attributed to jobs
 `present.py`: findings as terminal tables and JSON, ranked per job
+`collectives.py`: NCCL collective timings, each attributed to its job (qp_owners, endpoints)
 `detectors/`: one module per problem
 `report/`: the HTML incident report
 `notebooks/`: the incident notebook

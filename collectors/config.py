@@ -13,6 +13,7 @@ from rocescope.collectors.ebpf.config import EbpfSection
 from rocescope.collectors.gnmi.config import GnmiSection
 from rocescope.collectors.jobs.config import JobsSection
 from rocescope.collectors.lldp.config import LldpSection
+from rocescope.collectors.nccl.config import NcclSection
 from rocescope.collectors.nic.config import NicSection
 from rocescope.collectors.pcap.config import PcapSection
 from rocescope.collectors.snmp.config import SnmpSection
@@ -32,6 +33,7 @@ class CollectorsConfig(Strict):
     pcap: PcapSection = PcapSection()
     lldp: LldpSection = LldpSection()
     jobs: JobsSection = JobsSection()
+    nccl: NcclSection = NcclSection()
 
     @classmethod
     def of(cls, settings: Settings) -> CollectorsConfig:

@@ -19,8 +19,8 @@ counting what it cannot read so one bad record never loses a capture:
   (`raw:USER_WATERMARKS/<field>`); port speed and oper status from APPL_DB `PORT_TABLE:<port>` (STATE_DB's operational
   `PORT_TABLE|<port>` wins where both are dumped; CONFIG_DB's `PORT|<port>` speed only where neither is); APPL_DB
   `LLDP_ENTRY_TABLE:*` into `links`; `port_aliases` reads the alias of each port (LLDP's port id);
-* `lldpcli -f json` (-> `links`), `kubectl get pods -o json` (-> `endpoints`) and pcap (-> `packets`)
-  reuse the collectors' own parsers.
+* `lldpcli -f json` (-> `links`), `kubectl get pods -o json` (-> `endpoints`), pcap (-> `packets`) and NCCL
+  Inspector's JSON or Prometheus files (-> `collectives`, `collectors.nccl.parse`) reuse the collectors' own parsers.
 """
 
 from __future__ import annotations

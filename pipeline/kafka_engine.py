@@ -130,10 +130,11 @@ def replicated_ddl(settings: Settings, cluster: str) -> list[str]:
             if sql.startswith(("CREATE TABLE", "ALTER TABLE")):
                 continue  # above: the tables are made from the current schema, with every column it has
             if sql.startswith("CREATE MATERIALIZED VIEW"):
+                view, rollup, source = re.findall(r"(?:EXISTS|TO|FROM) `[^`]+`\.`([^`]+)`", sql)[:3]
                 sql = (
-                    sql.replace(f"{_name(db, 'counters_1m_mv')}", f"{_name(db, 'counters_1m_mv_local')}{on}")
-                    .replace(f"TO {_name(db, 'counters_1m')}", f"TO {_name(db, _local('counters_1m'))}")
-                    .replace(f"FROM {_name(db, 'counters')}", f"FROM {_name(db, _local('counters'))}")
+                    sql.replace(f"{_name(db, view)}", f"{_name(db, view + '_local')}{on}")
+                    .replace(f"TO {_name(db, rollup)}", f"TO {_name(db, _local(rollup))}")
+                    .replace(f"FROM {_name(db, source)}", f"FROM {_name(db, _local(source))}")
                 )
             else:
                 sql = re.sub(r"^(CREATE OR REPLACE VIEW `[^`]+`\.`[^`]+`)", rf"\1{on}", sql)

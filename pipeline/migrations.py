@@ -63,7 +63,7 @@ def ttl_days_of(table: str, ttl_days: int, rollup_ttl_days: int) -> int:
     """The retention in days each table is created with (0: kept for ever; a table's `fixed_ttl` wins)."""
     if table in _KEPT:
         return 0
-    return rollup_ttl_days if table == "counters_1m" else ttl_days
+    return rollup_ttl_days if table in ("counters_1m", "collectives_1m") else ttl_days
 
 
 def _sink_messages(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
@@ -210,6 +210,23 @@ def _resort_counters(db: str, ttl: int, _rollup_ttl: int) -> list[str]:
     ]
 
 
+def _collectives(db: str, ttl: int, rollup_ttl: int) -> list[str]:
+    """NCCL collective timings (`collectives`) and their 1-minute rollup per rank; bandwidths Inspector did not
+    give (NaN) are left out of the bandwidth sums."""
+    return [
+        schema.ddl("collectives", ttl, db),
+        schema.ddl("collectives_1m", rollup_ttl, db),
+        f"""CREATE MATERIALIZED VIEW IF NOT EXISTS `{db}`.`collectives_1m_mv` TO `{db}`.`collectives_1m` AS
+SELECT toStartOfMinute(ts) AS minute, host, communicator, comm_name, collective, rank, source,
+    max(ranks) AS ranks, count() AS samples, sum(bytes) AS bytes_sum,
+    sum(exec_time_us) AS exec_time_us_sum, min(exec_time_us) AS exec_time_us_min,
+    max(exec_time_us) AS exec_time_us_max,
+    countIf(NOT isNaN(bus_bw_gbs)) AS bus_bw_samples, sumIf(bus_bw_gbs, NOT isNaN(bus_bw_gbs)) AS bus_bw_gbs_sum
+FROM `{db}`.`collectives`
+GROUP BY minute, host, communicator, comm_name, collective, rank, source""",
+    ]
+
+
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "stream tables", _stream_tables),
     Migration(2, "metric catalog table", _catalog_table),
@@ -220,6 +237,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(7, "qp_owners dest_gid and udp_sport", _qp_owner_paths),
     Migration(8, "counters sorted metric first", _resort_counters, fresh=False),
     Migration(9, "sink message ids", _sink_messages),
+    Migration(10, "collectives (NCCL timings) and their 1-minute rollup", _collectives),
 )
 
 

@@ -201,6 +201,42 @@ QP_OWNERS = Table(
     settings=_DEDUP,
 )
 
+#: A collective that NCCL Inspector did not trace (no `event_trace_ts`) has 0 (1970-01-01) as start and stop.
+COLLECTIVES = Table(
+    "collectives",
+    "NCCL collective (and P2P) timings per rank from NCCL Inspector (JSON or Prometheus textfile), or the "
+    "simulator: the job's side of `per job`. Rows of source inspector_prom_agg are one Inspector interval's "
+    "means per message-size bucket, not single collectives (rank and sequence -1).",
+    (
+        _ts("ts", "When the collective ended (last kernel stop where traced), else when Inspector dumped it."),
+        _lc("host", "Host the rank runs on (Inspector's hostname / node)."),
+        Column("pid", "UInt32", pa.uint32(), "Process of the rank; 0 when not given (Prometheus mode)."),
+        Column("gpu", "Int16", pa.int16(), "CUDA device id (`GPU<n>`); -1 when not given (JSON mode)."),
+        _lc("communicator", "NCCL communicator hash (`0x7f8c496ae9f661`); empty when not given."),
+        _lc("comm_name", "Communicator name given by the application; empty when not given."),
+        Column("rank", "Int32", pa.int32(), "Rank in the communicator; -1 when not given."),
+        Column("ranks", "Int32", pa.int32(), "Ranks in the communicator."),
+        Column("nodes", "Int32", pa.int32(), "Nodes the communicator spans; -1 when not given."),
+        _lc("collective", "AllReduce | AllGather | ReduceScatter | Broadcast | Reduce | ... | Send | Recv."),
+        Column("peer", "Int32", pa.int32(), "Peer rank of a P2P operation; -1 for collectives."),
+        Column("sequence", "Int64", pa.int64(), "Inspector's sequence number in the communicator; -1 when none."),
+        Column("bytes", "UInt64", pa.uint64(), "Message size in bytes (Prometheus: as its label rounds it)."),
+        Column("exec_time_us", "Float64", pa.float64(), "Execution time in microseconds.", "CODEC(Gorilla, ZSTD(1))"),
+        Column("algo_bw_gbs", "Float64", pa.float64(), "Algorithm bandwidth in GB/s (NaN when not given)."),
+        Column("bus_bw_gbs", "Float64", pa.float64(), "Bus bandwidth in GB/s (NaN when not given)."),
+        _lc("timing_source", "kernel_gpu | kernel_cpu | collective_cpu: how Inspector timed it; empty if not given."),
+        _lc("algorithm", "Algorithm and protocol (`Ring_ll`) where Inspector names them; else empty."),
+        _ts("start_ts", "When the rank issued the collective (event_trace_ts coll_start_ts); 0 when not traced."),
+        _ts("stop_ts", "When its last kernel stopped (event_trace_ts); 0 when not traced."),
+        _lc("slurm_job_id", "Slurm job id Inspector labels Prometheus rows with; empty when none."),
+        _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
+    ),
+    order_by=("host", "communicator", "collective", "rank", "ts"),
+    partition_by="toDate(ts)",
+    ttl_column="ts",
+    settings=_DEDUP,
+)
+
 FINDINGS = Table(
     "findings",
     "What the detectors found: one row per finding, attributed to jobs.",
@@ -208,7 +244,11 @@ FINDINGS = Table(
         _str("run_id", "Analysis run that produced the finding."),
         _lc("detector", "Detector name."),
         _lc("detector_version", "Detector version."),
-        _lc("kind", "microburst | polarization | ecmp_imbalance | incast | pfc_storm | pfc_deadlock | cnp_loss | ..."),
+        _lc(
+            "kind",
+            "microburst | polarization | ecmp_imbalance | incast | pfc_storm | pfc_deadlock | cnp_loss | "
+            "unexplained_slowdown | ...",
+        ),
         _lc("severity", "info | warning | critical."),
         _ts("start", "Start of the problem."),
         _ts("end", "End of the problem (or the end of the analysed window)."),
@@ -218,7 +258,11 @@ FINDINGS = Table(
         Column("priority", "Int8", pa.int8(), "Priority concerned; -1 when none."),
         Column("score", "Float64", pa.float64(), "Detector-specific strength; higher is worse."),
         _str("summary", "One line for humans."),
-        _str("evidence", "JSON with the numbers that support the finding."),
+        _str(
+            "evidence",
+            "JSON with the numbers that support the finding; `impact` {job: GPU-seconds lost, inflation, ...} and "
+            "`blame` {culprit_jobs, victim_jobs} where collectives were recorded (rocescope.analysis.impact, blame).",
+        ),
     ),
     order_by=("kind", "start"),
     partition_by="toYYYYMM(start)",
@@ -301,6 +345,56 @@ COUNTERS_1M = Table(
     settings=_DEDUP,
 )
 
+COLLECTIVES_1M = Table(
+    "collectives_1m",
+    "1-minute rollup of collectives per rank (fed by a materialized view) for long retention: mean and "
+    "peak execution time and mean bus bandwidth per communicator, collective and rank.",
+    (
+        Column(
+            "minute",
+            "DateTime64(3, 'UTC')",
+            pa.timestamp("ms", tz="UTC"),
+            "Start of the minute.",
+            "CODEC(DoubleDelta, ZSTD(1))",
+        ),
+        _lc("host", "Host the rank runs on."),
+        _lc("communicator", "NCCL communicator hash."),
+        _lc("comm_name", "Communicator name."),
+        _lc("collective", "Collective (or P2P operation)."),
+        Column("rank", "Int32", pa.int32(), "Rank in the communicator; -1 when not given."),
+        _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
+        Column("ranks", "SimpleAggregateFunction(max, Int32)", pa.int32(), "Ranks in the communicator."),
+        Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Rows in the minute."),
+        Column("bytes_sum", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Bytes of the minute's rows."),
+        Column(
+            "exec_time_us_sum",
+            "SimpleAggregateFunction(sum, Float64)",
+            pa.float64(),
+            "Sum of execution times (mean = exec_time_us_sum / samples).",
+        ),
+        Column("exec_time_us_min", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Shortest execution."),
+        Column("exec_time_us_max", "SimpleAggregateFunction(max, Float64)", pa.float64(), "Longest execution."),
+        Column(
+            "bus_bw_samples",
+            "SimpleAggregateFunction(sum, UInt64)",
+            pa.uint64(),
+            "Rows that gave a bus bandwidth.",
+        ),
+        Column(
+            "bus_bw_gbs_sum",
+            "SimpleAggregateFunction(sum, Float64)",
+            pa.float64(),
+            "Sum of bus bandwidths in GB/s (mean = bus_bw_gbs_sum / bus_bw_samples).",
+        ),
+    ),
+    order_by=("host", "communicator", "comm_name", "collective", "rank", "source", "minute"),
+    partition_by="toYYYYMM(minute)",
+    ttl_column="minute",
+    engine="AggregatingMergeTree",
+    stream=False,
+    settings=_DEDUP,
+)
+
 #: Whose state a sink row is: the consumer group's, for one partition of one topic
 _SINK_PARTITION = (
     _lc("group_id", "Consumer group of the sink."),
@@ -366,8 +460,10 @@ TABLES: Mapping[str, Table] = {
         QP_OWNERS,
         FINDINGS,
         INCIDENTS,
+        COLLECTIVES,
         METRIC_CATALOG,
         COUNTERS_1M,
+        COLLECTIVES_1M,
         SINK_INTENTS,
         SINK_MESSAGES,
         SCHEMA_MIGRATIONS,

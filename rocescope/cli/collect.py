@@ -1,4 +1,4 @@
-"""The host-side collect commands: `collect nic`, `collect ebpf`, `collect pcap` and `collect jobs`.
+"""The host-side collect commands: `collect nic`, `collect ebpf`, `collect pcap`, `collect jobs`, `collect nccl`.
 
 The switch-side ones (snmp, gnmi, lldp) are in `collect_switches.py`.
 """
@@ -317,6 +317,53 @@ def collect_jobs(
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
+    down = print_health(collector.health())
+    if once and down:
+        raise typer.Exit(1)
+
+
+_COLLECTIVE_COLUMNS = ("ts", "host", "pid", "communicator", "rank", "ranks", "collective", "sequence", "bytes",
+                       "exec_time_us", "bus_bw_gbs", "source")  # fmt: skip
+
+
+def collect_nccl(
+    directory: Annotated[
+        Path | None, typer.Option("--dir", help="NCCL_INSPECTOR_DUMP_DIR (config: collectors.nccl.dir).")
+    ] = None,
+    interval: Annotated[
+        float | None, typer.Option(help="Seconds between reads (config: collectors.nccl.interval_s).")
+    ] = None,
+    state_file: Annotated[
+        Path | None, typer.Option("--state", help="Keep read offsets here (config: collectors.nccl.state_file).")
+    ] = None,
+    seconds: SecondsOpt = None,
+    once: Annotated[
+        bool, typer.Option("--once", help="Read what is there, print it, ship nothing (offsets not saved).")
+    ] = False,
+    limit: LimitOpt = 200,
+) -> None:
+    """NCCL collective timings: tail NCCL Inspector's output (JSON or Prometheus mode) into `collectives`."""
+    from rocescope.collectors.nccl.collector import NcclCollector
+    from rocescope.collectors.nccl.tail import InspectorDir
+    from rocescope.pipeline.runner import publishing
+
+    try:
+        settings = load_settings()
+        cfg = collectors_config(settings).nccl
+        root = pick(directory, cfg.dir)
+        if root is None:
+            raise ConfigError("give --dir (or collectors.nccl.dir): where NCCL Inspector writes")
+        folder = InspectorDir(root, cfg.patterns, cfg.recursive, cfg.max_read_mb << 20)
+        if once:
+            collector = NcclCollector(folder)
+            show_batches(collector.poll(), ["host", "ts"], limit, _COLLECTIVE_COLUMNS)
+        else:
+            with publishing(settings) as (producer, _):
+                collector = NcclCollector(folder, producer, state_file=pick(state_file, cfg.state_file))
+                collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    console.print(f"{collector.rows} collectives from {len(folder.offsets)} files in {root}", highlight=False)
     down = print_health(collector.health())
     if once and down:
         raise typer.Exit(1)

@@ -63,9 +63,21 @@ def migrate() -> None:
 def serve_http(
     port: Annotated[int, typer.Option(help="Port on 127.0.0.1 (ClickHouse's HTTP port is 8123).")] = 8123,
     seconds: Annotated[float | None, typer.Option(help="Stop after this long (default: until killed).")] = None,
+    allow_writes: Annotated[
+        bool,
+        typer.Option(
+            "--allow-writes",
+            help="Also run writes, DDL and every table function (file, url, ...), as `rocescope sql` does: "
+            "anyone with the password gets its full power.",
+        ),
+    ] = False,
 ) -> None:
-    """Serve the embedded store over ClickHouse's HTTP interface on loopback (no authentication), so a
-    local Grafana or any ClickHouse HTTP client can read it; while it runs it owns the store directory."""
+    """Serve the embedded store over ClickHouse's HTTP interface on 127.0.0.1, so a local Grafana or any
+    ClickHouse HTTP client can read it: read-only (SELECT, SHOW, DESCRIBE, EXISTS, EXPLAIN; nothing that reaches
+    outside the store), for user store.user with store.password (ROCESCOPE_STORE__PASSWORD; if unset, one is
+    generated and printed at start), and only to loopback Host names. While it runs it owns the store directory."""
+    import secrets
+
     from rocescope.pipeline.store import ChdbStore
     from rocescope.testbed.chdb_http import ChdbHttpServer
 
@@ -73,12 +85,32 @@ def serve_http(
         settings = load_settings()
         if settings.store.backend != "chdb":
             raise ConfigError("serve-http serves the embedded store (store.backend: chdb)")
+        configured = settings.store.password.get_secret_value()
+        password = configured or secrets.token_urlsafe(18)
         with open_migrated_store(settings) as store:
             assert isinstance(store, ChdbStore)
-            server = ChdbHttpServer(store.session, "127.0.0.1", port).start()
-            console.print(f"serving {settings.store.path} (database {store.database}) at {server.url}", highlight=False)
+            user = settings.store.user
+            readonly = not allow_writes
+            server = ChdbHttpServer(store.session, "127.0.0.1", port, user=user, password=password, readonly=readonly)
+            server.start()
+            mode = "read-write (--allow-writes)" if allow_writes else "read-only"
+            console.print(
+                f"serving {settings.store.path} (database {store.database}) at {server.url}, {mode}, user {user}",
+                highlight=False,
+                soft_wrap=True,
+            )
+            if not configured:
+                console.print(
+                    f"password (generated for this run): {password}\n"
+                    f"  clients and Grafana take it as ROCESCOPE_STORE__PASSWORD={password}",
+                    highlight=False,
+                    soft_wrap=True,
+                )
             run_until_stopped(seconds).wait()
             server.stop()
+            if server.refusals:
+                counts = ", ".join(f"{kind} {n}" for kind, n in sorted(server.refusals.items()))
+                console.print(f"refused {server.refusals.total()} requests ({counts}; see the log)", highlight=False)
     except (RocescopeError, OSError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(f"port {port}: {exc}")) from None
 
@@ -107,7 +139,9 @@ def sql(
     out: Annotated[Path | None, typer.Option("--out", "-o", help="Write to a file instead of stdout.")] = None,
     limit: Annotated[int, typer.Option(help="Rows shown in table format.")] = 100,
 ) -> None:
-    """Run SQL against the store and print the result."""
+    """Run SQL against the store and print the result. This is your own shell: it has the store's full power
+    (writes, DDL, and table functions such as file() and url() that reach this machine and the network), unlike
+    `serve-http`, which serves reads inside the store only."""
     params = _parse_params(param or [])
     try:
         with open_migrated_store(load_settings()) as store:
@@ -136,6 +170,7 @@ class ImportKind(StrEnum):
     lldpcli = "lldpcli"
     kubectl = "kubectl"
     sonic = "sonic"
+    nccl_inspector = "nccl-inspector"
 
 
 def import_cmd(
@@ -144,24 +179,30 @@ def import_cmd(
     ] = None,
     table: Annotated[str, typer.Option("--table", "-t", help=f"One of: {', '.join(schema.STREAMS)}")] = "counters",
     kind: Annotated[
-        str, typer.Option(help="table (default), gnmic, pcap, lldpcli, kubectl or sonic: what the files are.")
+        str,
+        typer.Option(
+            help="table (default), gnmic, pcap, lldpcli, kubectl, sonic or nccl-inspector: what the files are."
+        ),
     ] = "table",
     device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
     inventory: Annotated[Path | None, typer.Option(help="kubectl: host inventory YAML (NICs per host).")] = None,
     kafka_topic: Annotated[str | None, typer.Option(help="gnmic: read gnmic's Kafka output topic.")] = None,
     bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
     kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
-    at: Annotated[str | None, typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl): ISO.")] = None,
+    at: Annotated[
+        str | None, typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl, nccl-inspector .prom): ISO.")
+    ] = None,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
-    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli/kubectl JSON, SONiC redis dumps)."""
+    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli/kubectl JSON, SONiC redis dumps, NCCL
+    Inspector's JSON or Prometheus files)."""
     import pyarrow as pa
 
     from rocescope.pipeline.batch import conform
 
     if kind != "table":
-        if kind not in ImportKind.__members__:
-            raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(ImportKind.__members__)}")
+        if kind not in {k.value for k in ImportKind}:
+            raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(k.value for k in ImportKind)}")
         _import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at)
         return
     if not files:
@@ -275,6 +316,13 @@ def _import_kind(
                     aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
                     batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
                     ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
+                elif kind is ImportKind.nccl_inspector:
+                    from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
+
+                    # Prometheus rows of NCCL 2.30+ carry no time: the dump's, else the file's mtime
+                    dumped = int(when.timestamp() * 1e9) if at else path.stat().st_mtime_ns
+                    parsed = parse_inspector(data, path.name, dumped)
+                    ship(collectives_batches(parsed.batch), str(path), parsed.malformed)
                 elif kind is ImportKind.pcap:
                     from rocescope.collectors.pcap.collector import PcapCollector
                     from rocescope.collectors.pcap.tshark import PcapFile
@@ -302,7 +350,7 @@ def sink(
     ] = None,
 ) -> None:
     """Consume the Kafka topics as one consumer group and insert into the store, exactly once."""
-    from rocescope.pipeline.kafka import KafkaTransport
+    from rocescope.pipeline.kafka import KafkaTransport, check_reachable
     from rocescope.pipeline.metrics import SinkMetrics
     from rocescope.pipeline.sink import Sink
 
@@ -310,6 +358,7 @@ def sink(
         settings = load_settings()
         if settings.transport.kind != "kafka":
             raise ConfigError("`rocescope sink` reads Kafka: set transport.kind: kafka")
+        check_reachable(settings.kafka)  # before the store: a broker that is not there is said in a second
         with open_migrated_store(settings) as store:
             transport = KafkaTransport(settings.kafka)
             transport.ensure_topics(schema.STREAMS)

@@ -1,0 +1,144 @@
+"""Collectives attributed to jobs through `qp_owners` (pid -> job or pod) and `endpoints` (host, pod), in a real
+store: the process's own QPs win, one job on the host is the job, several with no QP owner are ambiguous."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+import pytest
+
+from rocescope.analysis.collectives import ATTRIBUTED_SCHEMA, attribute_jobs, job_collectives
+from rocescope.analysis.frames import Window
+from rocescope.collectors.nccl.parse import collectives_table
+from rocescope.pipeline.batch import conform, make_batch
+from rocescope.pipeline.store import ChdbStore
+
+FAR = dt.datetime(2262, 1, 1, tzinfo=dt.UTC)
+
+
+def placements(t0: dt.datetime) -> dict[str, list[object]]:
+    """team-a on h1 and h2, team-b on h2 (sharing it) and h3, team-c on h4 from 30 minutes in."""
+    rows = [
+        ("ns/a", "a-0", "h1", t0),
+        ("ns/a", "a-1", "h2", t0),
+        ("ns/b", "b-0", "h2", t0),
+        ("ns/b", "b-1", "h3", t0),
+        ("ns/c", "c-0", "h4", t0 + dt.timedelta(minutes=30)),
+    ]
+    cols: dict[str, list[object]] = {
+        k: []
+        for k in (
+            "job_id",
+            "job_name",
+            "namespace",
+            "pod",
+            "rank",
+            "host",
+            "netdev",
+            "rdma_dev",
+            "ip",
+            "gid",
+            "valid_from",
+            "valid_to",
+        )
+    }
+    for job, pod, host, start in rows:
+        for nic in range(2):  # a row per rank and NIC: the join must not count a job twice
+            for k, v in zip(
+                cols, (job, job[3:], "ns", pod, nic, host, f"eth{nic}", f"mlx5_{nic}", "", "", start, FAR), strict=True
+            ):
+                cols[k].append(v)
+    return cols
+
+
+def owners(t0: dt.datetime) -> dict[str, list[object]]:
+    """On the shared host: pid 100 named by its job, pid 200 by its pod (b-0) only."""
+    return {
+        "host": ["h2", "h2"],
+        "rdma_dev": ["mlx5_0", "mlx5_1"],
+        "qpn": [1, 2],
+        "dest_qpn": [9, 9],
+        "dest_ip": ["10.0.0.9"] * 2,
+        "pid": [100, 200],
+        "comm": ["python"] * 2,
+        "cgroup": ["pod:a-1", "pod:b-0"],
+        "job_id": ["ns/a", ""],
+        "seen_at": [t0, t0],
+        "dest_gid": ["", ""],
+        "udp_sport": [0, 0],
+    }
+
+
+#: (host, pid, minutes in) -> (job, attribution)
+CASES = {
+    ("h1", 10, 5): ("ns/a", "host"),
+    ("h2", 100, 5): ("ns/a", "qp_owner"),
+    ("h2", 200, 5): ("ns/b", "qp_owner"),
+    ("h2", 300, 5): ("", "ambiguous"),
+    ("h3", 5, 5): ("ns/b", "host"),
+    ("h5", 5, 5): ("", "none"),
+    ("h4", 5, 5): ("", "none"),
+    ("h4", 5, 40): ("ns/c", "host"),
+}
+
+
+@pytest.fixture
+def t0() -> dt.datetime:
+    return dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(hours=2)
+
+
+def collectives(t0: dt.datetime) -> pa.Table:
+    n = len(CASES)
+    ts = [int((t0 + dt.timedelta(minutes=m)).timestamp() * 1e9) for _, _, m in CASES]
+    cols = {
+        "ts": ts,
+        "host": [h for h, _, _ in CASES],
+        "pid": pa.array([p for _, p, _ in CASES], pa.uint32()),
+        "collective": ["AllReduce"] * n,
+        "ranks": pa.array([16] * n, pa.int32()),
+        "rank": pa.array(range(n), pa.int32()),
+        "exec_time_us": [100.0] * n,
+        "source": ["inspector_json"] * n,
+        "communicator": ["0x1"] * n,
+    }
+    return pa.Table.from_batches([conform("collectives", collectives_table(cols, n))])
+
+
+def test_each_collective_gets_its_job(store: ChdbStore, t0: dt.datetime) -> None:
+    store.insert("endpoints", pa.Table.from_batches([make_batch("endpoints", placements(t0)).data]))
+    store.insert("qp_owners", pa.Table.from_batches([make_batch("qp_owners", owners(t0)).data]))
+    store.insert("collectives", collectives(t0))
+    got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
+    assert got.schema == ATTRIBUTED_SCHEMA
+    minutes = [int((t - t0).total_seconds() // 60) for t in got["ts"].to_list()]
+    found = {
+        (h, p, m): (j, a)
+        for h, p, m, j, a in zip(got["host"], got["pid"], minutes, got["job_id"], got["attribution"], strict=True)
+    }
+    assert found == CASES
+    only = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)), hosts=["h1"])
+    assert only["job_id"].to_list() == ["ns/a"]
+
+
+def test_without_placements_nothing_is_attributed(store: ChdbStore, t0: dt.datetime) -> None:
+    store.insert("collectives", collectives(t0))
+    got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
+    assert got.height == len(CASES)
+    assert set(got["attribution"]) == {"none"} and set(got["job_id"]) == {""}
+
+
+def test_a_reused_pid_names_the_newest_job(t0: dt.datetime) -> None:
+    """The same pid on a host seen in two jobs' QPs: the newer sighting wins."""
+    import polars as pl
+
+    from rocescope.analysis.collectives import COLLECTIVES_SCHEMA, PLACEMENTS_SCHEMA, PROCESS_OWNERS_SCHEMA
+
+    coll = pl.from_arrow(collectives(t0)).cast(COLLECTIVES_SCHEMA).filter(pl.col("host") == "h1")  # type: ignore[union-attr]
+    seen = [t0, t0 + dt.timedelta(minutes=1)]
+    own = pl.DataFrame(
+        {"host": ["h1", "h1"], "pid": [10, 10], "job_id": ["old/job", "new/job"], "pod": ["", ""], "seen_at": seen},
+        schema=PROCESS_OWNERS_SCHEMA,
+    )
+    got = attribute_jobs(coll, pl.DataFrame(schema=PLACEMENTS_SCHEMA), own)
+    assert got["job_id"].to_list() == ["new/job"] and got["attribution"].to_list() == ["qp_owner"]
