@@ -2,13 +2,18 @@
 
 Partitioning by device keeps one device's samples in order, and lets many sink replicas share
 the work as one consumer group. Offsets are committed by the sink only after its insert landed.
+
+Every client is made after `check_reachable`: a broker nobody listens at is one TransportError in
+seconds naming the address, the setting and `rocescope broker`, not kafka-python's 30 s of retries.
 """
 
 from __future__ import annotations
 
 import logging
+import socket
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
@@ -23,6 +28,48 @@ from rocescope.pipeline.transport import Message, dead_letter_headers
 from rocescope.pipeline.transport import TopicPartition as TP
 
 log = logging.getLogger(__name__)
+
+SETTING = "kafka.bootstrap_servers (ROCESCOPE_KAFKA__BOOTSTRAP_SERVERS)"
+
+
+def check_reachable(cfg: KafkaConfig, timeout_s: float = 4.0) -> None:
+    """Return once any bootstrap server accepts a TCP connection; else raise one TransportError line.
+
+    All servers are tried at once, so an unreachable list costs `timeout_s` at most."""
+    servers = list(cfg.bootstrap_servers)
+
+    def attempt(server: str) -> str | None:
+        host, _, port = server.rpartition(":")
+        try:
+            socket.create_connection((host.strip("[]"), int(port)), timeout=timeout_s).close()
+        except (OSError, ValueError) as exc:
+            return _reason(exc)
+        return None
+
+    with ThreadPoolExecutor(max_workers=len(servers)) as pool:
+        reasons = list(pool.map(attempt, servers))
+    if any(reason is None for reason in reasons):
+        return
+    why = "; ".join(sorted(set(r for r in reasons if r)))
+    raise TransportError(
+        f"cannot reach Kafka at {','.join(servers)} ({why}): start a local broker with `rocescope broker`, "
+        f"or point {SETTING} at yours"
+    )
+
+
+def _reason(exc: Exception) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused"
+    if isinstance(exc, TimeoutError):
+        return "no answer"
+    if isinstance(exc, socket.gaierror):
+        return "unknown host"
+    return getattr(exc, "strerror", None) or str(exc)
+
+
+def unreachable(cfg: KafkaConfig, exc: KafkaError) -> TransportError:
+    """A broker that accepted the connection but not the client (wrong protocol, TLS, SASL)."""
+    return TransportError(f"cannot use Kafka at {','.join(cfg.bootstrap_servers)}: {exc}; check {SETTING}")
 
 
 def client_options(cfg: KafkaConfig) -> dict[str, Any]:
@@ -50,10 +97,11 @@ class KafkaTransport:
     def ensure_topics(self, streams: Sequence[str]) -> None:
         """Create the stream topics and the dead-letter topic where missing."""
         wanted = [schema.topic(s, self.cfg.topic_prefix) for s in streams] + [self.cfg.dead_letter_topic]
+        check_reachable(self.cfg)
         try:
             admin = KafkaAdminClient(**client_options(self.cfg))
         except KafkaError as exc:
-            raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+            raise unreachable(self.cfg, exc) from exc
         try:
             existing = set(admin.list_topics())
             missing = [t for t in wanted if t not in existing]
@@ -81,10 +129,11 @@ class KafkaTransport:
         its insert landed), asked of the broker directly: a consumer's own highwater can be stale."""
         probe = self._probes.get(group_id)
         if probe is None:  # one per group, kept: a caller asks every fraction of a second while a sink drains
+            check_reachable(self.cfg)
             try:
                 probe = KafkaConsumer(**client_options(self.cfg), group_id=group_id, enable_auto_commit=False)
             except KafkaError as exc:
-                raise TransportError(f"cannot reach Kafka at {self.cfg.bootstrap_servers}: {exc}") from exc
+                raise unreachable(self.cfg, exc) from exc
             self._probes[group_id] = probe
         try:
             parts = [
@@ -115,6 +164,7 @@ class KafkaBatchProducer:
         self.failed = 0
         self.sent = 0
         self._on_error = on_error
+        check_reachable(cfg)
         try:
             self._producer = KafkaProducer(
                 **client_options(cfg),
@@ -126,7 +176,7 @@ class KafkaBatchProducer:
                 max_request_size=cfg.max_request_size,
             )
         except KafkaError as exc:
-            raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
+            raise unreachable(cfg, exc) from exc
 
     def publish(self, batch: Batch) -> None:
         self.publish_raw(
@@ -162,6 +212,7 @@ class KafkaBatchConsumer:
         self.cfg = cfg
         self.group_id = group_id
         self.topics = list(topics)
+        check_reachable(cfg)
         try:
             self._consumer = KafkaConsumer(
                 *self.topics,
@@ -175,7 +226,7 @@ class KafkaBatchConsumer:
                 fetch_max_bytes=4 * cfg.max_request_size,
             )
         except KafkaError as exc:
-            raise TransportError(f"cannot reach Kafka at {cfg.bootstrap_servers}: {exc}") from exc
+            raise unreachable(cfg, exc) from exc
         self._dlq: KafkaBatchProducer | None = None
         self._pending: list[Message] = []
 

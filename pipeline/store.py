@@ -214,9 +214,17 @@ class ClickHouseStore(_Closing):
                 verify=cfg.verify_tls,
                 ca_cert=str(cfg.ca_cert) if cfg.ca_cert else None,
                 autogenerate_session_id=False,
+                connect_timeout=4,  # an unreachable server is one error line in seconds
             )
         except self._errors as exc:
-            raise StoreError(f"cannot reach ClickHouse at {cfg.url}: {_first_line(str(exc))}") from exc
+            reason = _unreachable_reason(exc)
+            if reason is None:  # it answered: a password, TLS or database problem, in its own words
+                raise StoreError(f"ClickHouse at {cfg.url}: {_first_line(str(exc))}") from exc
+            raise StoreError(
+                f"cannot reach ClickHouse at {cfg.url} ({reason}): point store.url (ROCESCOPE_STORE__URL) at your "
+                "server (deploy/compose starts one), serve the embedded store with `rocescope serve-http`, or use "
+                "it directly with store.backend: chdb"
+            ) from exc
         self.command(f"CREATE DATABASE IF NOT EXISTS `{cfg.database}`")
         self._client.database = cfg.database
 
@@ -264,6 +272,21 @@ def open_store(cfg: StoreConfig) -> ChdbStore | ClickHouseStore:
     if cfg.backend == "chdb":
         return ChdbStore(cfg.path, cfg.database)
     return ClickHouseStore(cfg)
+
+
+def _unreachable_reason(exc: BaseException) -> str | None:
+    """Why a server could not be reached, in a few words (clickhouse-connect wraps urllib3's error text); None
+    when it was reached and answered."""
+    text = str(exc)
+    for needle, reason in (
+        ("Connection refused", "connection refused"),
+        ("Failed to resolve", "unknown host"),
+        ("Name or service not known", "unknown host"),
+        ("timed out", "no answer"),
+    ):
+        if needle in text:
+            return reason
+    return None if "Received ClickHouse exception" in text else _first_line(text)
 
 
 def _first_line(text: str) -> str:

@@ -1,19 +1,24 @@
 """One typed configuration: YAML file, then `ROCESCOPE_...` environment overrides, validated at load.
 
 Environment variables override any key with `__` between levels, e.g.
-`ROCESCOPE_STORE__PASSWORD`, `ROCESCOPE_KAFKA__SASL_PASSWORD`. Secrets are `SecretStr` so they never
-print: `rocescope config --dump` shows them as `**********`.
+`ROCESCOPE_STORE__PASSWORD`, `ROCESCOPE_KAFKA__SASL_PASSWORD`; a list takes JSON (`["a:9092"]`) or, as
+every Kafka tool writes it, commas (`a:9092,b:9092`). Secrets are `SecretStr` so they never print:
+`rocescope config --dump` shows them as `**********`. A bad value, from the file or the environment, is
+one ConfigError line naming the key (and the variable) and the reason.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, get_args, get_origin
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
-from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic.fields import FieldInfo
+from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
+from pydantic_settings.exceptions import SettingsError
 
 from rocescope.errors import ConfigError
 
@@ -72,6 +77,17 @@ class KafkaConfig(_Section):
     ssl_keyfile: Path | None = None
     session_timeout_ms: int = Field(10_000, ge=1000)
     dead_letter_topic: str = "rocescope.deadletter.v1"
+
+    @field_validator("bootstrap_servers")
+    @classmethod
+    def _host_ports(cls, value: list[str]) -> list[str]:
+        if not value:
+            raise ValueError("name at least one broker, host:port")
+        for server in value:
+            host, _, port = server.rpartition(":")
+            if not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise ValueError(f"{server!r} is not host:port")
+        return value
 
 
 class TransportConfig(_Section):
@@ -139,7 +155,29 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file: secrets live in the environment, not in YAML.
-        return (env_settings, init_settings)
+        return (_Environment(settings_cls), init_settings)
+
+
+class _Environment(EnvSettingsSource):
+    """`ROCESCOPE_...` variables; a list also as comma-separated values, and a value that is neither
+    says which variable it came from."""
+
+    def decode_complex_value(self, field_name: str, field: FieldInfo | None, value: Any) -> Any:
+        try:
+            return super().decode_complex_value(field_name, field, value)  # type: ignore[arg-type]
+        except ValueError as exc:
+            if isinstance(value, str) and field is not None and _is_scalar_list(field.annotation):
+                return [item.strip() for item in value.split(",") if item.strip()]
+            names = [k for k, v in self.env_vars.items() if v == value and k.rsplit("__", 1)[-1] == field_name.lower()]
+            variable = names[0].upper() if names else f"{ENV_PREFIX}...{field_name.upper()}"
+            raise ValueError(f"{variable}: not a JSON value ({exc})") from exc
+
+
+def _is_scalar_list(annotation: Any) -> bool:
+    """`list[str]` and the like: what a comma-separated value can stand for."""
+    if get_origin(annotation) not in (list, tuple, set, frozenset):
+        return False
+    return all(arg in (str, int, float, Path, Ellipsis) for arg in get_args(annotation))
 
 
 def load(path: Path | str | None = None) -> Settings:
@@ -165,18 +203,34 @@ def load(path: Path | str | None = None) -> Settings:
             raise ConfigError(f"config file {path}: top-level keys must be names, not {sorted(map(repr, data))}")
     try:
         return Settings(**data)
+    except SettingsError as exc:  # a variable the environment source could not decode
+        cause = exc.__cause__ if exc.__cause__ is not None else exc
+        raise ConfigError(f"invalid environment variable {cause}") from None
     except ValidationError as exc:
-        raise ConfigError(f"invalid config ({where}): {describe_errors(exc)}") from None
+        raise ConfigError(f"invalid config ({where}): {describe_errors(exc, env=os.environ)}") from None
 
 
-def describe_errors(exc: ValidationError, prefix: str = "") -> str:
-    """One line per problem: `store.backend: Input should be 'chdb' or 'clickhouse'`."""
+def describe_errors(exc: ValidationError, prefix: str = "", env: Mapping[str, str] | None = None) -> str:
+    """One line per problem: `store.backend: Input should be 'chdb' or 'clickhouse'`; with `env`, a key
+    set from the environment names its variable: `kafka.partitions (ROCESCOPE_KAFKA__PARTITIONS): ...`."""
     problems = []
     for err in exc.errors():
-        key = ".".join(str(p) for p in (prefix, *err["loc"]) if p != "") or "(top level)"
+        loc = [str(p) for p in (prefix, *err["loc"]) if p != ""]
+        key = ".".join(loc) or "(top level)"
         reason = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        problems.append(f"{key}: {reason}")
+        variable = _variable_of(loc, env) if env is not None else None
+        problems.append(f"{key} ({variable}): {reason}" if variable else f"{key}: {reason}")
     return "; ".join(problems)
+
+
+def _variable_of(loc: list[str], env: Mapping[str, str]) -> str | None:
+    """The `ROCESCOPE_...` variable that set `loc` or a key above it (a list item's, its list's)."""
+    names = {name.upper() for name in env}
+    for end in range(len(loc), 0, -1):
+        name = ENV_PREFIX + "__".join(loc[:end]).upper()
+        if name in names:
+            return name
+    return None
 
 
 def dump(settings: Settings, collectors: BaseModel | None = None) -> str:

@@ -52,3 +52,47 @@ def test_bad_config_names_key_and_reason(tmp_path: Path, text: str, expected: st
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="does not exist"):
         config.load(tmp_path / "nope.yaml")
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("kafka-1:9092,kafka-2:9092", ["kafka-1:9092", "kafka-2:9092"]),  # the form every Kafka tool takes
+        (" kafka-1:9092 , kafka-2:9092 ", ["kafka-1:9092", "kafka-2:9092"]),
+        ('["kafka-1:9092", "kafka-2:9092"]', ["kafka-1:9092", "kafka-2:9092"]),
+        ("kafka-1:9092", ["kafka-1:9092"]),
+    ],
+)
+def test_a_list_from_the_environment_takes_commas_or_json(
+    monkeypatch: pytest.MonkeyPatch, value: str, expected: list[str]
+) -> None:
+    monkeypatch.delenv("ROCESCOPE_CONFIG", raising=False)
+    monkeypatch.setenv("ROCESCOPE_KAFKA__BOOTSTRAP_SERVERS", value)
+    monkeypatch.setenv("ROCESCOPE_ANALYSIS__DISABLED", "incast,microburst")
+    settings = config.load()
+    assert settings.kafka.bootstrap_servers == expected
+    assert settings.analysis.disabled == ["incast", "microburst"]
+
+
+@pytest.mark.parametrize(
+    ("name", "value", "expected"),
+    [
+        (
+            "ROCESCOPE_KAFKA__BOOTSTRAP_SERVERS",
+            "kafka-1",
+            "kafka.bootstrap_servers (ROCESCOPE_KAFKA__BOOTSTRAP_SERVERS)",
+        ),
+        ("ROCESCOPE_KAFKA__PARTITIONS", "six", "kafka.partitions (ROCESCOPE_KAFKA__PARTITIONS): Input should be"),
+        ("ROCESCOPE_STORE__BACKEND", "postgres", "store.backend (ROCESCOPE_STORE__BACKEND): Input should be"),
+        ("ROCESCOPE_ANALYSIS__DETECTORS", "{pfc_storm", "ROCESCOPE_ANALYSIS__DETECTORS: not a JSON value"),
+    ],
+)
+def test_a_bad_variable_is_one_line_naming_it(
+    monkeypatch: pytest.MonkeyPatch, name: str, value: str, expected: str
+) -> None:
+    monkeypatch.delenv("ROCESCOPE_CONFIG", raising=False)
+    monkeypatch.setenv(name, value)
+    with pytest.raises(ConfigError) as info:
+        config.load()
+    assert expected in str(info.value)
+    assert "\n" not in str(info.value)

@@ -4,10 +4,11 @@ The app, its groups and the main callback live here; the commands are plain func
 per area, registered below (area modules import only `common.py`, so nothing imports back):
 - `common.py`: consoles, settings, errors as exit codes, option types, tables and target health
 - `store.py`: config, migrate, sql, import, serve-http, sink, clickhouse ddl
-- `collect.py`: collect nic, ebpf, pcap, jobs (hosts)
+- `collect.py`: collect nic, ebpf, pcap, jobs, nccl (hosts)
 - `collect_switches.py`: collect snmp, gnmi, lldp (switches)
 - `analysis.py`: analyze, findings, report, eval
 - `sim.py`: demo, sim list, sim run
+- `broker.py`: broker (a local Kafka-protocol broker)
 - `dashboards.py`: dashboards build
 """
 
@@ -19,14 +20,17 @@ from typing import Annotated
 
 import typer
 
-from rocescope.cli import analysis, collect, collect_switches, dashboards, sim, store
+from rocescope import library_logs
+from rocescope.cli import analysis, broker, collect, collect_switches, dashboards, sim, store
 from rocescope.cli.common import ConfigOpt, state
 
 app = typer.Typer(
     help="Observability for RoCEv2 training fabrics.", no_args_is_help=True, pretty_exceptions_enable=False
 )
 sim_app = typer.Typer(help="The simulated RoCE fabric: scenarios with ground-truth incidents.", no_args_is_help=True)
-collect_app = typer.Typer(help="Collect from devices: nic, pcap, snmp, ebpf, gnmi, lldp, jobs.", no_args_is_help=True)
+collect_app = typer.Typer(
+    help="Collect from devices: nic, pcap, snmp, ebpf, gnmi, lldp, jobs, nccl.", no_args_is_help=True
+)
 dashboards_app = typer.Typer(help="Grafana dashboards as code (grafanalib).", no_args_is_help=True)
 clickhouse_app = typer.Typer(help="ClickHouse server and cluster helpers.", no_args_is_help=True)
 
@@ -44,6 +48,7 @@ def main(
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    library_logs.demote()  # kafka-python's retries, urllib3's: to the log at debug level, not the console
 
 
 app.command("config")(store.config_cmd)
@@ -53,6 +58,7 @@ app.command()(store.sql)
 app.command("import")(store.import_cmd)
 app.command()(analysis.findings)
 app.command()(store.sink)
+app.command()(broker.broker)
 app.command()(sim.demo)
 
 app.add_typer(sim_app, name="sim")
@@ -67,6 +73,7 @@ collect_app.command("gnmi")(collect_switches.collect_gnmi)
 collect_app.command("pcap")(collect.collect_pcap)
 collect_app.command("lldp")(collect_switches.collect_lldp)
 collect_app.command("jobs")(collect.collect_jobs)
+collect_app.command("nccl")(collect.collect_nccl)
 
 app.command()(analysis.analyze)
 app.command("eval")(analysis.eval_cmd)

@@ -67,7 +67,7 @@ def collectors_config(settings: config_mod.Settings) -> CollectorsConfig:
 
 def fail(exc: RocescopeError) -> typer.Exit:
     """An expected failure as one red line and exit code 1 (raise what this returns)."""
-    err_console.print(f"[red]error:[/red] {exc}", highlight=False)
+    err_console.print(f"[red]error:[/red] {exc}", highlight=False, soft_wrap=True)  # one line, however long
     return typer.Exit(1)
 
 

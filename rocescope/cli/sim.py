@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from rocescope.cli.common import console, fail, load_settings, open_migrated_store, run_until_stopped, write_table
-from rocescope.errors import RocescopeError
+from rocescope.errors import ConfigError, RocescopeError
 from rocescope.units import parse_duration
 
 if TYPE_CHECKING:
@@ -27,7 +28,17 @@ def demo(
     kafka: Annotated[
         bool,
         typer.Option(
-            "--kafka", help="Send the batches through the Kafka broker at kafka.bootstrap_servers (a sink runs here)."
+            "--kafka",
+            help="Send the batches through the Kafka broker at kafka.bootstrap_servers (a sink runs here); with the "
+            "default address and nothing listening there, a local broker (Tansu) is started for the run.",
+        ),
+    ] = False,
+    processes: Annotated[
+        bool,
+        typer.Option(
+            "--processes",
+            help="With --kafka: the sink and the analysis run as `rocescope sink` / `rocescope analyze` processes "
+            "of their own, as in a deployment (logs in --out).",
         ),
     ] = False,
     profile: Annotated[
@@ -40,8 +51,9 @@ def demo(
 
     By default the simulator serves its switches over gNMI and SNMP and its hosts as /sys + `ethtool -S`
     views, and the real collectors gather them (in lockstep with fabric time) through the transport into
-    the store: in-process by default, or with `--kafka` through the configured broker and a sink on a thread
-    of this process; `--fast` skips the protocols.
+    the store: in-process by default, or with `--kafka` through the configured broker (a local one is started
+    when kafka.bootstrap_servers is the default and nothing listens there) and a sink on a thread of this
+    process, or (`--processes`) a sink process and an analysis process; `--fast` skips the protocols.
 
     The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
     incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
@@ -50,18 +62,27 @@ def demo(
     from rocescope.analysis.present import findings_tables, load_findings
     from rocescope.analysis.report.page import write_report
     from rocescope.analysis.run import analyze as run_analysis
+    from rocescope.cli.processes import SinkProcess, analyze_process, kafka_settings, start_local_broker
     from rocescope.dashboards.build import build_all
+    from rocescope.pipeline.kafka import check_reachable
     from rocescope.sim.profile import load_profile
     from rocescope.sim.run import run_scenario
 
+    stack = contextlib.ExitStack()
     try:
         settings = load_settings()
-        if kafka:
-            transport = settings.transport.model_copy(update={"kind": "kafka", "sink_in_process": True})
-            settings = settings.model_copy(update={"transport": transport})
+        if processes and not kafka:
+            raise ConfigError("--processes goes with --kafka")
         seconds = parse_duration(duration) if duration else None
         if profile is not None:
             load_profile(profile)  # a bad profile fails before anything runs
+        if kafka:
+            settings = kafka_settings(settings, processes)
+            local = start_local_broker(settings, out / "broker")
+            if local is not None:
+                stack.callback(local.stop)
+            check_reachable(settings.kafka)  # before the simulator builds its fabric
+        sink = stack.enter_context(SinkProcess(settings, out / "sink.log")) if processes else None
         if fast:
             summary = run_scenario(settings, scenario, seconds, None, progress=True, profile=profile)
         else:
@@ -73,6 +94,12 @@ def demo(
                 f"values decoded, {served.nic_polls} NIC polls, {served.snmp_polls} SNMP walk(s)",
                 highlight=False,
             )
+        analysis_line = ""
+        if sink is not None:
+            sink.wait_landed()
+            console.print(sink.stop(), highlight=False, soft_wrap=True)
+            analysis_line = analyze_process(settings, summary.start, summary.end, out / "analyze.log")
+        stack.close()  # the local broker is not needed past this point
         with open_migrated_store(settings) as store:
             landed = store.query_arrow(
                 "SELECT 'counters' AS stream, count() AS rows FROM counters UNION ALL "
@@ -83,12 +110,16 @@ def demo(
                 "SELECT kind, start, end, devices, job_ids FROM incidents WHERE scenario = {s:String} ORDER BY start",
                 {"s": summary.scenario},
             )
-            result = run_analysis(store, Window(summary.start, summary.end), settings.analysis, progress=True)
+            if sink is None:
+                result = run_analysis(store, Window(summary.start, summary.end), settings.analysis, progress=True)
+                analysis_line = f"analysis took {result.total_seconds:.1f} s"
             rows = load_findings(store, summary.start)
             report = write_report(store, out / "report.html", since=summary.start)
         dashboards = build_all(out / "grafana", settings.store)
     except RocescopeError as exc:
         raise fail(exc) from None
+    finally:
+        stack.close()  # the local broker and the sink process never outlive the demo
     where = settings.store.path if settings.store.backend == "chdb" else settings.store.url
     console.print(f"[bold]landed in {settings.store.backend} at {where}[/bold]")
     for line in summary.lines():
@@ -96,7 +127,7 @@ def demo(
     write_table(landed)
     console.print("[bold]ground truth[/bold]")
     write_table(incidents)
-    console.print(f"[bold]findings per training job[/bold] (analysis took {result.total_seconds:.1f} s)")
+    console.print(f"[bold]findings per training job[/bold] ({analysis_line})", highlight=False)
     for table in findings_tables(rows):
         console.print(table)
     if not rows:
