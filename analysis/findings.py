@@ -14,13 +14,15 @@ import json
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 import pyarrow as pa
 
-from rocescope.analysis.frames import Window
 from rocescope.pipeline.batch import conform
 from rocescope.pipeline.store import Store, query_polars
+
+if TYPE_CHECKING:  # not at import: `rocescope findings` reads the table without polars
+    from rocescope.analysis.frames import Window
 
 Severity = Literal["info", "warning", "critical"]
 SEVERITIES: tuple[Severity, ...] = ("info", "warning", "critical")

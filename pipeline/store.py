@@ -15,15 +15,17 @@ import re
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Protocol, Self
+from typing import TYPE_CHECKING, Any, Protocol, Self
 from urllib.parse import urlparse
 
-import polars as pl
 import pyarrow as pa
 
 from rocescope import schema
 from rocescope.config import StoreConfig
 from rocescope.errors import StoreError
+
+if TYPE_CHECKING:
+    import polars as pl
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +46,8 @@ class Store(Protocol):
 
 def query_polars(store: Store, sql: str, params: Mapping[str, Any] | None = None) -> pl.DataFrame:
     """The polars view of a query, for detectors and notebooks."""
+    import polars as pl  # not at import: `rocescope findings` reads the store without polars
+
     frame = pl.from_arrow(store.query_arrow(sql, params))
     assert isinstance(frame, pl.DataFrame)
     return frame
@@ -170,9 +174,11 @@ class ChdbStore(_Closing):
         return int(data.num_rows)
 
     def query_arrow(self, sql: str, params: Mapping[str, Any] | None = None) -> pa.Table:
-        result = self._run(sql, "ArrowTable", params)
-        assert isinstance(result, pa.Table)
-        return result
+        # The Arrow file read here as chdb's "ArrowTable" format reads it, without the pandas import it adds (0.25 s).
+        result = self._run(sql, "Arrow", params)
+        if len(result) == 0:
+            return pa.Table.from_batches([], schema=pa.schema([]))
+        return pa.RecordBatchFileReader(result.get_memview().view()).read_all()
 
     def query_bytes(self, sql: str, fmt: str, params: Mapping[str, Any] | None = None) -> bytes:
         """Raw output in any ClickHouse format (CSV, JSONEachRow, Parquet, Pretty...)."""

@@ -10,10 +10,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-
-import pyarrow as pa
+from typing import TYPE_CHECKING, Literal
 
 from rocescope.catalog import METRICS, METRICS_BY_NAME, Metric, counter_metrics, resolve
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 __all__ = [
     "METRICS",
@@ -25,6 +27,7 @@ __all__ = [
     "Metric",
     "Table",
     "arrow_schema",
+    "arrow_type",
     "counter_metrics",
     "ddl",
     "resolve",
@@ -34,9 +37,30 @@ __all__ = [
 #: Bumped when a column changes incompatibly; carried in topic names and message headers.
 SCHEMA_VERSION = 1
 
-_TS = pa.timestamp("ns", tz="UTC")
-_LC = pa.dictionary(pa.int32(), pa.string())
-_STR_LIST = pa.list_(pa.field("item", pa.string(), nullable=False))
+#: A column's Arrow type, by name: pyarrow's own type names (`pa.type_for_alias`), and four of ours. Names,
+#: not types, so that importing the schema (`rocescope --help` lists the streams) does not load pyarrow.
+ArrowType = Literal[
+    "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32", "uint64", "float64", "string",
+    "timestamp_ns", "timestamp_ms", "low_cardinality", "string_list",
+]  # fmt: skip
+
+_TS: ArrowType = "timestamp_ns"  # UTC
+_LC: ArrowType = "low_cardinality"  # dictionary-encoded string
+_STR_LIST: ArrowType = "string_list"  # list of non-null strings
+
+
+@cache
+def arrow_type(name: ArrowType) -> pa.DataType:
+    """The Arrow type of a column's type name."""
+    import pyarrow as pa
+
+    ours = {
+        "timestamp_ns": lambda: pa.timestamp("ns", tz="UTC"),
+        "timestamp_ms": lambda: pa.timestamp("ms", tz="UTC"),
+        "low_cardinality": lambda: pa.dictionary(pa.int32(), pa.string()),
+        "string_list": lambda: pa.list_(pa.field("item", pa.string(), nullable=False)),
+    }
+    return ours[name]() if name in ours else pa.type_for_alias(name)
 
 
 @dataclass(frozen=True)
@@ -45,10 +69,14 @@ class Column:
 
     name: str
     ch_type: str
-    arrow_type: pa.DataType
+    arrow: ArrowType
     description: str
     codec: str = ""
     default: str = ""
+
+    @property
+    def arrow_type(self) -> pa.DataType:
+        return arrow_type(self.arrow)
 
 
 @dataclass(frozen=True)
@@ -87,7 +115,7 @@ def _lc(name: str, description: str) -> Column:
 
 
 def _str(name: str, description: str, codec: str = "CODEC(ZSTD(1))") -> Column:
-    return Column(name, "String", pa.string(), description, codec)
+    return Column(name, "String", "string", description, codec)
 
 
 # Retried inserts carrying the same insert_deduplication_token land once (see pipeline.sink).
@@ -106,9 +134,9 @@ COUNTERS = Table(
         _lc("device", "Switch or host name."),
         _lc("role", "switch | nic | host."),
         _lc("port", "Interface name, or rdma_dev/port for RDMA counters."),
-        Column("priority", "Int8", pa.int8(), "802.1p priority / traffic class; -1 when none."),
+        Column("priority", "Int8", "int8", "802.1p priority / traffic class; -1 when none."),
         _lc("metric", "Canonical metric name from the catalog (rocescope.catalog)."),
-        Column("value", "Float64", pa.float64(), "The value; counters are cumulative.", "CODEC(Gorilla, ZSTD(1))"),
+        Column("value", "Float64", "float64", "The value; counters are cumulative.", "CODEC(Gorilla, ZSTD(1))"),
         _lc("source", "gnmi | snmp | ethtool | rdma | ebpf | import | sim."),
         _lc("raw_name", "The vendor's own counter name or path."),
     ),
@@ -126,16 +154,16 @@ PACKETS = Table(
         _lc("capture_point", "Where the packet was sampled (host/netdev or switch mirror)."),
         _lc("src_ip", "Source IP address."),
         _lc("dst_ip", "Destination IP address."),
-        Column("udp_sport", "UInt16", pa.uint16(), "UDP source port: the ECMP entropy of the flow."),
-        Column("dscp", "UInt8", pa.uint8(), "DSCP."),
-        Column("ecn", "UInt8", pa.uint8(), "ECN bits: 0 not-ECT, 1 ECT(1), 2 ECT(0), 3 CE."),
-        Column("opcode", "UInt8", pa.uint8(), "BTH opcode (0x81 = CNP)."),
-        Column("dest_qp", "UInt32", pa.uint32(), "BTH destination QP."),
-        Column("psn", "UInt32", pa.uint32(), "BTH packet sequence number.", "CODEC(Delta, ZSTD(1))"),
-        Column("pkey", "UInt16", pa.uint16(), "BTH partition key."),
-        Column("becn", "UInt8", pa.uint8(), "BECN bit (set in CNPs)."),
-        Column("length", "UInt32", pa.uint32(), "Frame length in bytes."),
-        Column("sampling_rate", "UInt32", pa.uint32(), "1 in N packets was sampled."),
+        Column("udp_sport", "UInt16", "uint16", "UDP source port: the ECMP entropy of the flow."),
+        Column("dscp", "UInt8", "uint8", "DSCP."),
+        Column("ecn", "UInt8", "uint8", "ECN bits: 0 not-ECT, 1 ECT(1), 2 ECT(0), 3 CE."),
+        Column("opcode", "UInt8", "uint8", "BTH opcode (0x81 = CNP)."),
+        Column("dest_qp", "UInt32", "uint32", "BTH destination QP."),
+        Column("psn", "UInt32", "uint32", "BTH packet sequence number.", "CODEC(Delta, ZSTD(1))"),
+        Column("pkey", "UInt16", "uint16", "BTH partition key."),
+        Column("becn", "UInt8", "uint8", "BECN bit (set in CNPs)."),
+        Column("length", "UInt32", "uint32", "Frame length in bytes."),
+        Column("sampling_rate", "UInt32", "uint32", "1 in N packets was sampled."),
     ),
     order_by=("capture_point", "dst_ip", "ts"),
     partition_by="toDate(ts)",
@@ -167,7 +195,7 @@ ENDPOINTS = Table(
         _lc("job_name", "Job name (PyTorchJob name)."),
         _lc("namespace", "Kubernetes namespace."),
         _str("pod", "Pod name."),
-        Column("rank", "Int32", pa.int32(), "Rank in the job; -1 when unknown."),
+        Column("rank", "Int32", "int32", "Rank in the job; -1 when unknown."),
         _lc("host", "Host name."),
         _lc("netdev", "Network device (eth3)."),
         _lc("rdma_dev", "RDMA device (mlx5_3)."),
@@ -186,16 +214,16 @@ QP_OWNERS = Table(
     (
         _lc("host", "Host name."),
         _lc("rdma_dev", "RDMA device."),
-        Column("qpn", "UInt32", pa.uint32(), "Local QP number."),
-        Column("dest_qpn", "UInt32", pa.uint32(), "Remote QP number."),
+        Column("qpn", "UInt32", "uint32", "Local QP number."),
+        Column("dest_qpn", "UInt32", "uint32", "Remote QP number."),
         _lc("dest_ip", "Remote address."),
-        Column("pid", "UInt32", pa.uint32(), "Owning process."),
+        Column("pid", "UInt32", "uint32", "Owning process."),
         _lc("comm", "Process name."),
         _str("cgroup", "cgroup path or pod."),
         _lc("job_id", "Training job id; empty if unknown."),
         _ts("seen_at", "When the ownership was observed."),
         _str("dest_gid", "Remote GID as sysfs `gids/N` prints it; empty if unknown."),
-        Column("udp_sport", "UInt16", pa.uint16(), "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown."),
+        Column("udp_sport", "UInt16", "uint16", "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown."),
     ),
     order_by=("host", "rdma_dev", "qpn", "seen_at"),
     settings=_DEDUP,
@@ -210,20 +238,20 @@ COLLECTIVES = Table(
     (
         _ts("ts", "When the collective ended (last kernel stop where traced), else when Inspector dumped it."),
         _lc("host", "Host the rank runs on (Inspector's hostname / node)."),
-        Column("pid", "UInt32", pa.uint32(), "Process of the rank; 0 when not given (Prometheus mode)."),
-        Column("gpu", "Int16", pa.int16(), "CUDA device id (`GPU<n>`); -1 when not given (JSON mode)."),
+        Column("pid", "UInt32", "uint32", "Process of the rank; 0 when not given (Prometheus mode)."),
+        Column("gpu", "Int16", "int16", "CUDA device id (`GPU<n>`); -1 when not given (JSON mode)."),
         _lc("communicator", "NCCL communicator hash (`0x7f8c496ae9f661`); empty when not given."),
         _lc("comm_name", "Communicator name given by the application; empty when not given."),
-        Column("rank", "Int32", pa.int32(), "Rank in the communicator; -1 when not given."),
-        Column("ranks", "Int32", pa.int32(), "Ranks in the communicator."),
-        Column("nodes", "Int32", pa.int32(), "Nodes the communicator spans; -1 when not given."),
+        Column("rank", "Int32", "int32", "Rank in the communicator; -1 when not given."),
+        Column("ranks", "Int32", "int32", "Ranks in the communicator."),
+        Column("nodes", "Int32", "int32", "Nodes the communicator spans; -1 when not given."),
         _lc("collective", "AllReduce | AllGather | ReduceScatter | Broadcast | Reduce | ... | Send | Recv."),
-        Column("peer", "Int32", pa.int32(), "Peer rank of a P2P operation; -1 for collectives."),
-        Column("sequence", "Int64", pa.int64(), "Inspector's sequence number in the communicator; -1 when none."),
-        Column("bytes", "UInt64", pa.uint64(), "Message size in bytes (Prometheus: as its label rounds it)."),
-        Column("exec_time_us", "Float64", pa.float64(), "Execution time in microseconds.", "CODEC(Gorilla, ZSTD(1))"),
-        Column("algo_bw_gbs", "Float64", pa.float64(), "Algorithm bandwidth in GB/s (NaN when not given)."),
-        Column("bus_bw_gbs", "Float64", pa.float64(), "Bus bandwidth in GB/s (NaN when not given)."),
+        Column("peer", "Int32", "int32", "Peer rank of a P2P operation; -1 for collectives."),
+        Column("sequence", "Int64", "int64", "Inspector's sequence number in the communicator; -1 when none."),
+        Column("bytes", "UInt64", "uint64", "Message size in bytes (Prometheus: as its label rounds it)."),
+        Column("exec_time_us", "Float64", "float64", "Execution time in microseconds.", "CODEC(Gorilla, ZSTD(1))"),
+        Column("algo_bw_gbs", "Float64", "float64", "Algorithm bandwidth in GB/s (NaN when not given)."),
+        Column("bus_bw_gbs", "Float64", "float64", "Bus bandwidth in GB/s (NaN when not given)."),
         _lc("timing_source", "kernel_gpu | kernel_cpu | collective_cpu: how Inspector timed it; empty if not given."),
         _lc("algorithm", "Algorithm and protocol (`Ring_ll`) where Inspector names them; else empty."),
         _ts("start_ts", "When the rank issued the collective (event_trace_ts coll_start_ts); 0 when not traced."),
@@ -255,8 +283,8 @@ FINDINGS = Table(
         Column("job_ids", "Array(String)", _STR_LIST, "Jobs affected."),
         Column("devices", "Array(String)", _STR_LIST, "Devices concerned."),
         Column("ports", "Array(String)", _STR_LIST, "Ports concerned (device:port)."),
-        Column("priority", "Int8", pa.int8(), "Priority concerned; -1 when none."),
-        Column("score", "Float64", pa.float64(), "Detector-specific strength; higher is worse."),
+        Column("priority", "Int8", "int8", "Priority concerned; -1 when none."),
+        Column("score", "Float64", "float64", "Detector-specific strength; higher is worse."),
         _str("summary", "One line for humans."),
         _str(
             "evidence",
@@ -281,7 +309,7 @@ INCIDENTS = Table(
         Column("job_ids", "Array(String)", _STR_LIST, "Jobs it hurts."),
         Column("devices", "Array(String)", _STR_LIST, "Devices involved (root first where there is one)."),
         Column("ports", "Array(String)", _STR_LIST, "Ports involved (device:port)."),
-        Column("priority", "Int8", pa.int8(), "Priority concerned; -1 when none."),
+        Column("priority", "Int8", "int8", "Priority concerned; -1 when none."),
         _str("description", "What was injected, for humans."),
     ),
     order_by=("scenario", "start"),
@@ -297,7 +325,7 @@ METRIC_CATALOG = Table(
         _lc("metric", "Canonical metric name."),
         _lc("unit", "Unit of the value."),
         _lc("kind", "counter (cumulative) | gauge."),
-        Column("per_priority", "UInt8", pa.uint8(), "1 when the metric is kept per priority."),
+        Column("per_priority", "UInt8", "uint8", "1 when the metric is kept per priority."),
         _str("description", "What the metric measures."),
         Column("vendor_names", "Array(String)", _STR_LIST, "vendor:raw_name pairs that map to it."),
     ),
@@ -313,27 +341,27 @@ COUNTERS_1M = Table(
         Column(
             "minute",
             "DateTime64(3, 'UTC')",
-            pa.timestamp("ms", tz="UTC"),
+            "timestamp_ms",
             "Start of the minute.",
             "CODEC(DoubleDelta, ZSTD(1))",
         ),
         _lc("device", "Switch or host name."),
         _lc("role", "switch | nic | host."),
         _lc("port", "Interface or rdma_dev/port."),
-        Column("priority", "Int8", pa.int8(), "Priority; -1 when none."),
+        Column("priority", "Int8", "int8", "Priority; -1 when none."),
         _lc("metric", "Canonical metric name."),
-        Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Samples in the minute."),
-        Column("min_value", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Smallest value."),
+        Column("samples", "SimpleAggregateFunction(sum, UInt64)", "uint64", "Samples in the minute."),
+        Column("min_value", "SimpleAggregateFunction(min, Float64)", "float64", "Smallest value."),
         Column(
             "max_value",
             "SimpleAggregateFunction(max, Float64)",
-            pa.float64(),
+            "float64",
             "Largest value; for a counter, its value at the end of the minute unless it reset in it.",
         ),
         Column(
             "sum_value",
             "SimpleAggregateFunction(sum, Float64)",
-            pa.float64(),
+            "float64",
             "Sum (gauges: avg = sum/samples).",
         ),
     ),
@@ -353,7 +381,7 @@ COLLECTIVES_1M = Table(
         Column(
             "minute",
             "DateTime64(3, 'UTC')",
-            pa.timestamp("ms", tz="UTC"),
+            "timestamp_ms",
             "Start of the minute.",
             "CODEC(DoubleDelta, ZSTD(1))",
         ),
@@ -361,29 +389,29 @@ COLLECTIVES_1M = Table(
         _lc("communicator", "NCCL communicator hash."),
         _lc("comm_name", "Communicator name."),
         _lc("collective", "Collective (or P2P operation)."),
-        Column("rank", "Int32", pa.int32(), "Rank in the communicator; -1 when not given."),
+        Column("rank", "Int32", "int32", "Rank in the communicator; -1 when not given."),
         _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
-        Column("ranks", "SimpleAggregateFunction(max, Int32)", pa.int32(), "Ranks in the communicator."),
-        Column("samples", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Rows in the minute."),
-        Column("bytes_sum", "SimpleAggregateFunction(sum, UInt64)", pa.uint64(), "Bytes of the minute's rows."),
+        Column("ranks", "SimpleAggregateFunction(max, Int32)", "int32", "Ranks in the communicator."),
+        Column("samples", "SimpleAggregateFunction(sum, UInt64)", "uint64", "Rows in the minute."),
+        Column("bytes_sum", "SimpleAggregateFunction(sum, UInt64)", "uint64", "Bytes of the minute's rows."),
         Column(
             "exec_time_us_sum",
             "SimpleAggregateFunction(sum, Float64)",
-            pa.float64(),
+            "float64",
             "Sum of execution times (mean = exec_time_us_sum / samples).",
         ),
-        Column("exec_time_us_min", "SimpleAggregateFunction(min, Float64)", pa.float64(), "Shortest execution."),
-        Column("exec_time_us_max", "SimpleAggregateFunction(max, Float64)", pa.float64(), "Longest execution."),
+        Column("exec_time_us_min", "SimpleAggregateFunction(min, Float64)", "float64", "Shortest execution."),
+        Column("exec_time_us_max", "SimpleAggregateFunction(max, Float64)", "float64", "Longest execution."),
         Column(
             "bus_bw_samples",
             "SimpleAggregateFunction(sum, UInt64)",
-            pa.uint64(),
+            "uint64",
             "Rows that gave a bus bandwidth.",
         ),
         Column(
             "bus_bw_gbs_sum",
             "SimpleAggregateFunction(sum, Float64)",
-            pa.float64(),
+            "float64",
             "Sum of bus bandwidths in GB/s (mean = bus_bw_gbs_sum / bus_bw_samples).",
         ),
     ),
@@ -399,7 +427,7 @@ COLLECTIVES_1M = Table(
 _SINK_PARTITION = (
     _lc("group_id", "Consumer group of the sink."),
     _lc("topic", "Kafka topic."),
-    Column("partition", "Int32", pa.int32(), "Kafka partition."),
+    Column("partition", "Int32", "int32", "Kafka partition."),
 )
 
 SINK_INTENTS = Table(
@@ -407,8 +435,8 @@ SINK_INTENTS = Table(
     "The offset range each sink is about to insert, written before the insert (see pipeline.sink).",
     (
         *_SINK_PARTITION,
-        Column("first_offset", "Int64", pa.int64(), "First offset of the range."),
-        Column("last_offset", "Int64", pa.int64(), "Last offset of the range (inclusive)."),
+        Column("first_offset", "Int64", "int64", "First offset of the range."),
+        Column("last_offset", "Int64", "int64", "Last offset of the range (inclusive)."),
         _str("token", "insert_deduplication_token used for the range."),
         _ts("written_at", "When the intent was written."),
     ),
@@ -424,8 +452,8 @@ SINK_MESSAGES = Table(
     "Kept 6 hours: a retry follows its original within the producer's delivery timeout (minutes).",
     (
         *_SINK_PARTITION,
-        Column("offset", "Int64", pa.int64(), "Offset of the message.", "CODEC(Delta, ZSTD(1))"),
-        Column("message_id", "UInt64", pa.uint64(), "First 8 bytes of the message's rocescope-id header."),
+        Column("offset", "Int64", "int64", "Offset of the message.", "CODEC(Delta, ZSTD(1))"),
+        Column("message_id", "UInt64", "uint64", "First 8 bytes of the message's rocescope-id header."),
         _ts("written_at", "When the sink recorded it."),
     ),
     order_by=("group_id", "topic", "partition", "offset"),
@@ -441,7 +469,7 @@ SCHEMA_MIGRATIONS = Table(
     "schema_migrations",
     "Which versioned migrations ran, and when.",
     (
-        Column("version", "UInt32", pa.uint32(), "Migration version."),
+        Column("version", "UInt32", "uint32", "Migration version."),
         _str("name", "What the migration does."),
         _ts("applied_at", "When it was applied."),
     ),
@@ -476,6 +504,8 @@ STREAMS: tuple[str, ...] = tuple(name for name, t in TABLES.items() if t.stream)
 @cache
 def arrow_schema(table: str) -> pa.Schema:
     """The Arrow schema a Batch of `table` must have (cached: it sits on the decode hot path)."""
+    import pyarrow as pa
+
     spec = TABLES[table]
     return pa.schema(
         [pa.field(c.name, c.arrow_type, nullable=False) for c in spec.columns],

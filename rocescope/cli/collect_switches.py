@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rocescope import config as config_mod
 from rocescope.cli.common import (
     COUNTER_COLUMNS,
     LimitOpt,
@@ -30,6 +29,7 @@ from rocescope.errors import ConfigError, RocescopeError
 
 if TYPE_CHECKING:
     from rocescope.collectors.gnmi.targets import GnmiTarget
+    from rocescope.config import Settings
 
 
 def _snmp_targets(path: Path) -> list[object]:
@@ -86,7 +86,7 @@ def collect_snmp(
         raise typer.Exit(1)
 
 
-def gnmi_targets(path: Path | None, settings: config_mod.Settings) -> list[GnmiTarget]:
+def gnmi_targets(path: Path | None, settings: Settings) -> list[GnmiTarget]:
     """The gNMI targets of a `--targets` file, else of `collectors.gnmi.targets`."""
     from rocescope.collectors.gnmi.targets import load_targets
 

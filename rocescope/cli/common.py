@@ -2,7 +2,9 @@
 the printing of tables and target health.
 
 Area modules import only this module (never `rocescope.cli` or each other), so the package has no
-import circle; heavy imports (pyarrow, polars, grpc, the simulator) stay inside the functions that need them.
+import circle. Importing the app must stay cheap (`rocescope --help` under half a second; tests/cli/test_startup.py):
+heavy imports (pydantic and the config, pyarrow, polars, grpc, chdb, kafka, the simulator) stay inside the functions
+that need them.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.console import Console
 
-from rocescope import config as config_mod
 from rocescope.errors import RocescopeError
 
 if TYPE_CHECKING:
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 
     from rocescope.collectors.common.health import Health
     from rocescope.collectors.config import CollectorsConfig
+    from rocescope.config import Settings
     from rocescope.pipeline.batch import Batch
     from rocescope.pipeline.store import Store
 
@@ -52,14 +54,16 @@ class State:
 state = State()
 
 
-def load_settings() -> config_mod.Settings:
+def load_settings() -> Settings:
     """The configuration of `--config` (or ROCESCOPE_CONFIG), collectors section included."""
+    from rocescope import config as config_mod  # pydantic: not for `--help`
+
     settings = config_mod.load(state.config_path)
     collectors_config(settings)  # a bad collector section is refused at start, whatever the command
     return settings
 
 
-def collectors_config(settings: config_mod.Settings) -> CollectorsConfig:
+def collectors_config(settings: Settings) -> CollectorsConfig:
     from rocescope.collectors.config import CollectorsConfig
 
     return CollectorsConfig.of(settings)
@@ -76,7 +80,7 @@ def pick(flag: T | None, configured: T) -> T:
     return configured if flag is None else flag
 
 
-def open_migrated_store(settings: config_mod.Settings) -> Store:
+def open_migrated_store(settings: Settings) -> Store:
     """The configured store, migrated; use it in a `with` block so it is always closed."""
     from rocescope.pipeline.migrations import migrate as run_migrations
     from rocescope.pipeline.store import open_store

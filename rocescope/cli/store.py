@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from rocescope import config as config_mod
 from rocescope import schema
 from rocescope.cli.common import (
     collectors_config,
@@ -40,6 +39,8 @@ def config_cmd(
     except RocescopeError as exc:
         raise fail(exc) from None
     if dump:
+        from rocescope import config as config_mod
+
         console.print(config_mod.dump(settings, collectors_config(settings)), end="", highlight=False, markup=False)
     else:
         console.print("config is valid")
