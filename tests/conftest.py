@@ -5,12 +5,15 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.store import ChdbStore, Store
 from rocescope.testbed.tansu import Broker
+
+from fuzzing import SCALE, SEED, TALLIES, record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 
@@ -74,3 +77,33 @@ def any_store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]
 def now() -> dt.datetime:
     """Recent timestamps: rows older than the TTL would be dropped at insert."""
     return dt.datetime.now(dt.UTC).replace(microsecond=0) - dt.timedelta(minutes=10)
+
+
+# The fuzz targets' input counts in the terminal summary, so CI output shows them without `-s`. Here, not in
+# tests/fuzz/conftest.py: under pytest-xdist the targets run in workers, each hands its tallies to the
+# controller (`workeroutput`), and the controller, which collects nothing, loads only this conftest.
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:  # an xdist worker
+        out["fuzz_tallies"] = {name: (t.inputs, t.refused, t.seconds) for name, t in TALLIES.items()}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node: Any, error: Any) -> None:
+    """xdist controller: a worker finished; add its tallies."""
+    for name, (inputs, refused, seconds) in getattr(node, "workeroutput", {}).get("fuzz_tallies", {}).items():
+        record(name, inputs, refused, seconds)
+
+
+def pytest_terminal_summary(terminalreporter: Any) -> None:
+    if not TALLIES:
+        return
+    tr = terminalreporter
+    tr.section(f"fuzz inputs (ROCESCOPE_FUZZ_SCALE={SCALE:g}, ROCESCOPE_FUZZ_SEED={SEED})")
+    for name, t in sorted(TALLIES.items()):
+        tr.write_line(
+            f"{name:<28} {t.inputs:>9,} inputs  {t.refused:>8,} refused with a project error  {t.seconds:6.1f} s"
+        )
+    tr.write_line(f"{'total':<28} {sum(t.inputs for t in TALLIES.values()):>9,} inputs")
