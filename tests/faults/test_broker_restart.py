@@ -42,6 +42,7 @@ DOWN_S = scaled(2, 20)  # how long the broker stays dead each time
 RUN_S = scaled(2, 60)  # steady production between faults
 
 
+@pytest.mark.serial  # restarts against a deadline: alone, not beside another worker
 @pytest.mark.timeout(scaled(240, 1200))
 def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
     durable_broker: Broker, tmp_path: Path

@@ -34,6 +34,8 @@ SECONDS = scaled(20, 600)
 EVERY = scaled(1, 15)  # seconds between samples
 PRODUCER = Path(__file__).with_name("load_producer.py")
 
+pytestmark = pytest.mark.serial  # producer, broker and sink need the cores to themselves
+
 
 def _status(path: Path) -> dict[str, Any]:
     try:
