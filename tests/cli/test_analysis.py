@@ -50,4 +50,5 @@ def test_demo_analyze_findings_and_eval(tmp_path: Path, write_config: Callable[.
 
     result = runner.invoke(app, ["--config", cfg, "eval", "--kind", "pfc_storm", "--seeds", "1", "--baseline", "0"])
     assert result.exit_code == 0, result.output
-    assert re.search(r"ideal: pfc_storm seed 1 \(fast, \d+ s\): 1 incident\(s\), findings: pfc_storm@gpu-005", result.output)
+    line = r"ideal: pfc_storm seed 1 \(fast, \d+ s\): 1 incident\(s\), findings: pfc_storm@gpu-005"
+    assert re.search(line, result.output)
