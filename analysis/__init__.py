@@ -5,6 +5,8 @@
 `run.py`: one analysis run: every enabled detector over a window, findings attributed to jobs
 `present.py`: findings as terminal tables and JSON, ranked per job
 `collectives.py`: NCCL collective timings, each attributed to its job (qp_owners, endpoints)
+`impact.py`: what each finding cost each job (GPU-seconds lost, inflation) against the job's own baseline
+`blame.py`: whose traffic caused each finding (culprits) apart from whom it hurt (victims); who hurt whom
 `detectors/`: one module per problem
 `report/`: the HTML incident report
 `notebooks/`: the incident notebook

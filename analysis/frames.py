@@ -377,6 +377,23 @@ WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9
 ORDER BY job_id, host, netdev"""
         return _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
 
+    def collectives(self, lookback_s: float = 0.0, after_s: float = 0.0) -> pl.DataFrame:
+        """NCCL collectives that ended in the window, up to `lookback_s` before it (a baseline) or `after_s` after
+        it (one hung through a deadlock in the window is reported when it completes), each with its training
+        job (`rocescope.analysis.collectives.ATTRIBUTED_SCHEMA`; shared hosts resolved through the communicator:
+        `rocescope.analysis.communicators`)."""
+        from rocescope.analysis.collectives import job_collectives  # they import this module
+        from rocescope.analysis.communicators import by_communicator
+
+        key = ("collectives", lookback_s, after_s)
+        if key not in self._cache:
+            self.queries += 3
+            span = Window(
+                self.window.start - dt.timedelta(seconds=lookback_s), self.window.end + dt.timedelta(seconds=after_s)
+            )
+            self._cache[key] = by_communicator(job_collectives(self.store, span), self.endpoints())
+        return self._cache[key]
+
     def qp_peers(self) -> pl.DataFrame:
         """RDMA connections seen up to the window's end (QP_PEERS_SCHEMA: host, rdma_dev, dest_ip, job_id), from
         `qp_owners` (eBPF or `rdma resource show qp`); empty where nothing collects them."""

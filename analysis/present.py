@@ -53,28 +53,52 @@ def by_job(rows: Iterable[Mapping[str, Any]]) -> list[tuple[str, list[Mapping[st
     return sorted(groups.items(), key=lambda kv: (severity_rank(kv[1][0]), -len(kv[1]), kv[0]))
 
 
+def job_impact(row: Mapping[str, Any], job: str) -> dict[str, Any] | None:
+    """What the finding cost the job (its evidence's `impact` entry, rocescope.analysis.impact), if measured."""
+    raw = row.get("evidence") or {}
+    try:
+        ev = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        return None
+    impact = ev.get("impact") if isinstance(ev, dict) else None
+    entry = impact.get(job) if isinstance(impact, dict) else None
+    return entry if isinstance(entry, dict) else None
+
+
+def _lost(row: Mapping[str, Any], job: str) -> float | None:
+    entry = job_impact(row, job)
+    lost = entry.get("gpu_seconds_lost") if entry else None
+    return float(lost) if isinstance(lost, int | float) else None
+
+
 def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
     """One table per job, worst job and worst finding first. The summary names the ports, so the table
-    keeps to five columns and stays readable in an 80-column terminal; dates go in the title."""
+    keeps to six columns and stays readable in an 80-column terminal; dates and the job's GPU-seconds lost
+    (measured from its collectives) go in the title, each finding's in `lost`."""
     tables = []
     for job, group in by_job(rows):
         days = sorted({f"{r['start']:%Y-%m-%d}" for r in group})
+        losses = [x for x in (_lost(r, job) for r in group) if x is not None]
+        cost = f", {sum(losses):.1f} GPU-s lost" if losses else ""
         t = Table(
-            title=f"[bold]{job}[/bold]: {len(group)} finding(s), {', '.join(days)} UTC",
+            title=f"[bold]{job}[/bold]: {len(group)} finding(s), {', '.join(days)} UTC{cost}",
             title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False,
         )  # fmt: skip
         t.add_column("severity", no_wrap=True)
         t.add_column("kind", no_wrap=True)
         t.add_column("start", no_wrap=True)
         t.add_column("for", justify="right", no_wrap=True)
+        t.add_column("lost", justify="right", no_wrap=True)
         t.add_column("what", ratio=1, overflow="fold")
         for r in group:
             seconds = (r["end"] - r["start"]).total_seconds()
+            lost = _lost(r, job)
             t.add_row(
                 f"[{SEVERITY_STYLE.get(r['severity'], '')}]{r['severity']}[/]",
                 r["kind"],
                 f"{r['start']:%H:%M:%S}",
                 f"{seconds:.0f} s",
+                "-" if lost is None else f"{lost:.1f} GPU-s",
                 r["summary"],
             )
         tables.append(t)

@@ -2,7 +2,9 @@
 
 Detectors share one `Frames` (so a rate two detectors need is queried once) and one `Fabric`. A
 detector that fails is logged and counted, and the others still run: a bug in one must not hide what
-the others found. Findings without job ids get the jobs at their ports.
+the others found. Findings without job ids get the jobs at their ports. Each detector sees what the ones
+before it found (`Context.prior`). Then every finding gets what it cost each job (`impact.py`, from NCCL
+collective timings) and whose traffic caused it (`blame.py`).
 """
 
 from __future__ import annotations
@@ -15,6 +17,9 @@ from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import Any
 
+import polars as pl
+
+from rocescope.analysis.blame import with_blame
 from rocescope.analysis.detectors import (
     cnp_loss,
     ecmp_imbalance,
@@ -24,11 +29,13 @@ from rocescope.analysis.detectors import (
     pfc_deadlock,
     pfc_storm,
     polarization,
+    unexplained_slowdown,
 )
 from rocescope.analysis.detectors.base import Context, Detector
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Frames, Window
+from rocescope.analysis.impact import ImpactParams, with_impact
 from rocescope.config import AnalysisConfig
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.store import Store
@@ -45,6 +52,7 @@ DETECTORS: tuple[Detector[Any], ...] = (
     microburst.DETECTOR,
     cnp_loss.DETECTOR,
     link_health.DETECTOR,
+    unexplained_slowdown.DETECTOR,  # last: it reports the slowdowns the others' findings do not explain
 )
 
 
@@ -111,6 +119,7 @@ def analyze(
             if bar is not None:
                 bar.update(task, description=det.name)
             t = time.perf_counter()
+            ctx.prior = list(result.findings)
             try:
                 found = det.detect(ctx, params)
             except RocescopeError as exc:
@@ -121,11 +130,26 @@ def analyze(
             result.findings += [_attributed(f, fabric) for f in found]
             if bar is not None:
                 bar.advance(task)
+    t = time.perf_counter()
+    result.findings = _assessed(result, frames, fabric)
+    result.seconds["impact"] = time.perf_counter() - t
     result.findings.sort(key=lambda f: (f.start, f.kind))
     result.queries = frames.queries
     if write:
         result.written = write_findings(store, result.findings, window, result.run_id)
     return result
+
+
+def _assessed(result: AnalysisResult, frames: Frames, fabric: Fabric) -> list[Finding]:
+    """The findings with what they cost each job (`impact`) and whose traffic caused them (`blame`); a failure
+    here is logged and counted, and the findings are kept as the detectors gave them."""
+    try:
+        coll = frames.collectives(ImpactParams().lookback_s, ImpactParams().after_s)
+        return with_blame(with_impact(result.findings, coll, fabric), fabric)
+    except (RocescopeError, pl.exceptions.PolarsError) as exc:
+        log.error("impact and blame failed on %s: %s", result.window, exc)
+        result.failed["impact"] = str(exc)
+        return result.findings
 
 
 def _attributed(f: Finding, fabric: Fabric) -> Finding:

@@ -69,9 +69,16 @@ def main() -> None:
         rows[2] += int((sampled.opcode == CNP).sum())
         mirror_s[0] += time.perf_counter() - t
 
-    wall, polls = simulate(world, lambda _ts, t: rows.__setitem__(0, rows[0] + t.num_rows), on_packets=packets)
+    collectives = [0]
+    wall, polls = simulate(
+        world,
+        lambda _ts, t: rows.__setitem__(0, rows[0] + t.num_rows),
+        on_packets=packets,
+        on_collectives=lambda records: collectives.__setitem__(0, collectives[0] + len(records)),
+    )
     sim_s = world.engine.now
     print(f"demo: {sim_s:.0f} s fabric time, {polls} polls, {rows[0]} counter rows, steps {world.engine.step_stats()}")
+    print(f"demo collectives: {collectives[0]} Inspector records (one per rank and training step)")
     print(f"demo packet mirror: {rows[1]} packets ({rows[2]} CNPs), rows built in {mirror_s[0]:.2f} s")
 
     if not args.no_store:

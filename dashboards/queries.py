@@ -100,6 +100,25 @@ JOB_LEAF_PORTS = (
     f"WHERE ({col(L, 'device')}, {col(L, 'port')}) IN (SELECT host, netdev FROM ({JOB_ENDPOINTS}))"
 )
 
+#: NCCL collectives (rocescope.collectors.nccl) of the selected job: those of its hosts while it was placed. A host
+#: two jobs share gives both its collectives (the analysis tells them apart through `qp_owners`; SQL here does not).
+CO = table("collectives")
+JOB_COLLECTIVES = (
+    f"SELECT * FROM {CO} WHERE $__timeFilter({col(CO, 'ts')}) "
+    f"AND {col(CO, 'host')} IN (SELECT {col(E, 'host')} FROM ({JOB_ENDPOINTS}))"
+)
+
+
+def finding_blame(field: str) -> str:
+    """A finding's `blame` jobs (`culprit_jobs` | `victim_jobs`, rocescope.analysis.blame) as Array(String)."""
+    return f"JSONExtract({col(F, 'evidence')}, 'blame', '{field}', 'Array(String)')"
+
+
+def finding_impact(job: str, field: str) -> str:
+    """A number of a finding's `impact` for `job` (rocescope.analysis.impact): gpu_seconds_lost, exec_inflation."""
+    return f"JSONExtractFloat({col(F, 'evidence')}, 'impact', {job}, '{field}')"
+
+
 #: Hosts: devices that report NIC counters (the 1-minute rollup is small and keeps long history).
 HOSTS = f"SELECT DISTINCT {col(C1M, 'device')} FROM {C1M} WHERE {col(C1M, 'role')} = 'nic'"
 #: Leaves: switches a host is cabled to.

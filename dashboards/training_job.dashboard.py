@@ -1,4 +1,5 @@
-"""Training job: is this job hurt by the fabric, where, and by what? Everything is scoped to `$job`."""
+"""Training job: is this job hurt by the fabric, where, by what, how much, and by whose traffic? Everything is
+scoped to `$job`."""
 
 from __future__ import annotations
 
@@ -88,6 +89,70 @@ ORDER BY start""",
         w=24,
         h=6,
     )
+    culprits, victims = q.finding_blame("culprit_jobs"), q.finding_blame("victim_jobs")
+    lay.add(
+        gr.table(
+            "Who hurt this job, and whom it hurt",
+            f"""SELECT {q.col(F, "start")} AS start, toString({q.col(F, "kind")}) AS kind,
+    arrayStringConcat({culprits}, ', ') AS culprit_jobs, arrayStringConcat({victims}, ', ') AS victim_jobs,
+    round({q.finding_impact(JOB, "gpu_seconds_lost")}, 1) AS gpu_s_lost_by_this_job,
+    round({q.finding_impact(JOB, "exec_inflation")}, 2) AS its_slowdown, {q.col(F, "summary")} AS summary,
+    {q.FINDING_ID} AS finding
+FROM {F}
+WHERE {q.FINDINGS_IN_RANGE} AND (has({culprits}, {JOB}) OR has({victims}, {JOB}))
+ORDER BY start""",
+            description="Findings whose traffic came from this job (culprit: an incast's senders, a storm's root NIC) "
+            "or that slowed its collectives (victim), with the GPU-seconds each cost it against its own baseline. "
+            "`rocescope blame` gives the whole fabric's who-hurt-whom.",
+        ),
+        w=18,
+        h=6,
+    )
+    lay.add(
+        gr.stat(
+            "GPU-seconds lost to findings",
+            f"""SELECT round(sum({q.finding_impact(JOB, "gpu_seconds_lost")}), 1) AS gpu_seconds_lost
+FROM {F} WHERE {q.FINDINGS_IN_RANGE} AND has({victims}, {JOB})""",
+            description="Sum over the findings that hurt the job of its ranks' collective time beyond their baseline. "
+            "Findings of one incident that overlap each count theirs: an upper bound.",
+        ),
+        w=6,
+        h=6,
+    )
+    co = q.CO
+    lay.add(
+        gr.timeseries(
+            "Collective bus bandwidth (median over ranks)",
+            f"""SELECT $__timeInterval({q.col(co, "ts")}) AS time,
+    concat(toString({q.col(co, "collective")}), ' ', formatReadableSize({q.col(co, "bytes")})) AS series,
+    median({q.col(co, "bus_bw_gbs")}) AS value
+FROM ({q.JOB_COLLECTIVES})
+WHERE NOT isNaN({q.col(co, "bus_bw_gbs")})
+GROUP BY time, series
+ORDER BY time""",
+            "GBs",
+            description="NCCL Inspector's bus bandwidth of the job's collectives per operation and message size: a "
+            "drop that a finding explains is its cost; one that none explains is an `unexplained_slowdown`.",
+        ),
+        w=12,
+    )
+    lay.add(
+        gr.timeseries(
+            "Collective execution time (median and slowest rank)",
+            f"""SELECT time, series, value FROM (
+    SELECT $__timeInterval({q.col(co, "ts")}) AS time, toString({q.col(co, "collective")}) AS op,
+        median({q.col(co, "exec_time_us")}) / 1e3 AS p50, max({q.col(co, "exec_time_us")}) / 1e3 AS slowest
+    FROM ({q.JOB_COLLECTIVES})
+    GROUP BY time, op
+)
+ARRAY JOIN [concat(op, ' median'), concat(op, ' slowest rank')] AS series, [p50, slowest] AS value
+ORDER BY time""",
+            "ms",
+            description="A ring ends for all ranks together: every rank's time grows alike when the fabric slows it. "
+            "A straggler shows as the others waiting (the median up) while its own time stays low.",
+        ),
+        w=12,
+    )
     lay.add(
         gr.timeseries(
             "CNPs sent (by receivers) vs handled (by senders), job NICs",
@@ -174,5 +239,6 @@ ORDER BY leaf, uplink""",
             )
         ],
         annotation_where=f"has({q.col(F, 'job_ids')}, {JOB})",
-        description="One training job: its placement, findings, congestion signals and uplink share.",
+        description="One training job: its placement, findings, what they cost it and whose traffic caused them, its "
+        "collectives, congestion signals and uplink share.",
     )

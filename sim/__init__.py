@@ -12,7 +12,9 @@
 `counters.py`: what the simulated devices report, as columnar snapshots
 `incidents.py`: a scenario to a running world: engine, incidents armed, ground truth
 `traffic.py`: the extra traffic incidents and `traffic:` entries put on the wire (fan-in, elephants, storage)
-`arming.py`: incidents armed on the engine, and the ground truth each one yields
+`arming.py`: incidents armed on the engine, and the ground truth each one yields (culprit jobs included)
+`collectives.py`: the training jobs' NCCL collectives timed by the fabric, as Inspector records; their QP owners
+`impact.py`: what each incident cost each job (victims, GPU-seconds lost), against a counterfactual fabric
 `mirror.py`: the packet mirror: sampled RoCEv2 packets as rows and pcapng files
 `profile.py`: deployment profiles (switch side, NIC side, clocks, LLDP side) as small YAML; `profiles/` the shipped ones
 `portnames.py`: port and RDMA device names as each switch OS and NIC driver spells them

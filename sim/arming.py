@@ -14,10 +14,16 @@ Each incident kind becomes engine knob calls scheduled at its window (its traffi
 * ecmp_imbalance: the elephants hashed onto one uplink stream for the window.
 * pfc_misconfig: `disable_pfc` on a switch ingress port.
 
+* straggler: `slow_compute` on one rank of a training job (truth kind `unexplained_slowdown`).
+
 Every incident yields one ground-truth row (`incidents` table): kind, window, the jobs whose flows
 cross the incident's ports (placed jobs only: traffic no inventory knows cannot be named), devices
 (root first), ports as `device:port` (port names as the `counters` table has them), priority and a
-description.
+description; and `culprit_jobs`, the placed jobs whose traffic caused it: a fan-in's job (its `owner` when it
+is a training job's own traffic; none when it belongs to no placed job), the deadlock loop's job, the
+elephants' job, the jobs placed on a storming or CNP-ignoring NIC; none for faults and configuration
+(link flaps, optics, PFC or CNP queue misconfiguration, polarized hashing) and stragglers. The jobs each
+incident slowed and the GPU time they lost are measured after the run (`rocescope.sim.impact`).
 """
 
 from __future__ import annotations
@@ -50,6 +56,7 @@ from rocescope.sim.scenario import (
     PfcStorm,
     Polarization,
     Scenario,
+    Straggler,
 )
 from rocescope.sim.topology import Port, Topology
 from rocescope.sim.traffic import ExtraTraffic, elephant_ends, loop_ports, ref
@@ -67,6 +74,10 @@ class GroundTruth:
     ports: tuple[str, ...]
     priority: int
     description: str
+    #: placed jobs whose traffic caused it
+    culprit_jobs: tuple[str, ...] = ()
+    #: a straggler: (job, rank) of the slow GPU
+    slow_rank: tuple[str, int] | None = None
 
     def as_dict(self, run_start: dt.datetime) -> dict[str, Any]:
         return {
@@ -80,6 +91,7 @@ class GroundTruth:
             "ports": list(self.ports),
             "priority": self.priority,
             "description": self.description,
+            "culprit_jobs": list(self.culprit_jobs),
         }
 
 
@@ -107,6 +119,17 @@ class Arming:
         order = [j.job_id for j in eng.jobs]
         return tuple(sorted(hit - self.extra.unplaced, key=order.index))
 
+    def placed_only(self, job_ids: Iterable[str]) -> tuple[str, ...]:
+        """The jobs an inventory knows (traffic of no placed job can be blamed on no job)."""
+        return tuple(j for j in job_ids if j not in self.extra.unplaced)
+
+    def jobs_on(self, port: Port) -> tuple[str, ...]:
+        """The training jobs whose ranks use the NIC `port` (none for a switch port)."""
+        if port.kind != "nic":
+            return ()
+        nic = next(n for n in self.topo.nics_of(port.device) if n.netdev == port.name)
+        return tuple(j.job_id for j in self.extra.training if nic.host in j.hosts and nic.rail in j.rails)
+
     def window(self, eng: Engine, job_id: str, start: float, end: float) -> None:
         """The job's traffic flows from `start` to `end` only."""
         eng.stop_job(job_id)
@@ -133,6 +156,8 @@ class Arming:
             return self._imbalance(i, inc, eng)
         if isinstance(inc, PfcMisconfig):
             return self._misconfig(inc, eng)
+        if isinstance(inc, Straggler):
+            return self._straggler(inc, eng)
         raise SimError(f"unknown incident kind {inc.kind}")  # pragma: no cover
 
     def _fan_in(self, i: int, inc: Incast | Microburst, eng: Engine) -> GroundTruth:
@@ -160,7 +185,11 @@ class Arming:
         devices = [dst.host, dst.leaf, *dict.fromkeys(f.src.host for f in flows)]
         ports = [ref(leaf_port), f"{dst.host}:{dst.netdev}", *(ref(topo.peer(p)) for p in sender_ports)]
         jobs = self.jobs_through(eng, [leaf_port, *sender_ports], [job.job_id])
-        return GroundTruth(inc.kind, start, end, jobs, tuple(devices), tuple(ports), self.lossless, what)
+        owner = self.extra.owners.get(i)
+        if owner is not None:
+            what += f" ({owner}'s own traffic)"
+        culprits = (owner,) if owner is not None else self.placed_only([job.job_id])
+        return GroundTruth(inc.kind, start, end, jobs, tuple(devices), tuple(ports), self.lossless, what, culprits)
 
     def _storm(self, inc: PfcStorm, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -172,7 +201,10 @@ class Arming:
         if eng.watchdog is not None and peer.kind != "nic" and prio == self.lossless:
             what += f"; the PFC watchdog ({eng.params.pfcwd_action}) on {ref(peer)} mitigates it"
         jobs = self.jobs_through(eng, [peer])
-        return GroundTruth(inc.kind, start, end, jobs, (port.device, peer.device), (ref(port), ref(peer)), prio, what)
+        culprits = self.jobs_on(port)
+        return GroundTruth(
+            inc.kind, start, end, jobs, (port.device, peer.device), (ref(port), ref(peer)), prio, what, culprits
+        )
 
     def _deadlock(self, i: int, inc: PfcDeadlock, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -192,7 +224,8 @@ class Arming:
             eng.stop_job(job.job_id, at=end)
         loop = tuple(dict.fromkeys(p.device for p in ring))
         what = "pfc_deadlock: a route loop " + " -> ".join(ref(p) for p in ring) + " closes a buffer dependency"
-        return GroundTruth(inc.kind, start, end, jobs, loop, tuple(ref(p) for p in ring), self.lossless, what)
+        refs = tuple(ref(p) for p in ring)
+        return GroundTruth(inc.kind, start, end, jobs, loop, refs, self.lossless, what, self.placed_only([job.job_id]))
 
     def _cnp_loss(self, inc: CnpLoss, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -201,7 +234,8 @@ class Arming:
         eng.cnp_loss(nic.host, nic.netdev, inc.fraction, start, end, inc.ignored)
         what = f"cnp_loss: {nic.host} {nic.rdma_dev} handles only {1 - inc.fraction:.0%} of its CNPs"
         refs = (f"{nic.host}:{nic.rdma_dev}/1", ref(port))
-        return GroundTruth(inc.kind, start, end, self.jobs_through(eng, [port]), (nic.host,), refs, self.lossless, what)
+        jobs = self.jobs_through(eng, [port])
+        return GroundTruth(inc.kind, start, end, jobs, (nic.host,), refs, self.lossless, what, self.jobs_on(port))
 
     def _cnp_lossy_queue(self, inc: CnpLossyQueue, eng: Engine) -> GroundTruth:
         """The CNP senders are the receivers of this scenario's congesting traffic (incast, microburst,
@@ -305,7 +339,8 @@ class Arming:
             "uplinks idle"
         )
         jobs = self.jobs_through(eng, [hot], [job.job_id])
-        return GroundTruth(inc.kind, start, end, jobs, (hot.device,), (ref(hot),), self.lossless, what)
+        culprits = self.placed_only([job.job_id])
+        return GroundTruth(inc.kind, start, end, jobs, (hot.device,), (ref(hot),), self.lossless, what, culprits)
 
     def _misconfig(self, inc: PfcMisconfig, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -352,3 +387,24 @@ class Arming:
         jobs = self.jobs_through(eng, [p for s in topo.spines for p in topo.ports_of(s.name)])
         what = f"polarization: every switch hashes with {inc.function} and the same seed; {len(hot)} hot spine links"
         return GroundTruth(inc.kind, start, end, jobs, devices, tuple(ref(p) for p in hot), self.lossless, what)
+
+    def _straggler(self, inc: Straggler, eng: Engine) -> GroundTruth:
+        start, end, topo = inc.start, self.end_of(inc), self.topo
+        nic = topo.nic(inc.host, inc.rail)
+        job = next((j for j in self.extra.training if inc.host in j.hosts and inc.rail in j.rails), None)
+        if job is None:
+            raise SimError(f"no training job runs a GPU on {inc.host} rail {inc.rail}")
+        if job.spec.compute_ms <= 0:
+            raise SimError(f"{job.job_id} has no compute time to slow down (compute_ms 0)")
+        pod = next(p for p in job.pods if p.host == inc.host)
+        rank = job.rank(pod.rank, inc.rail)
+        extra = (inc.slowdown - 1.0) * job.spec.compute_ms / 1000
+        eng.slow_compute(job.job_id, rank, extra, start, end)
+        what = (
+            f"straggler: rank {rank} of {job.job_id} (GPU {inc.rail} of {inc.host}) computes {inc.slowdown:g}x as "
+            f"long, {extra * 1000:.0f} ms more per iteration; every collective of the job waits for it"
+        )
+        return GroundTruth(
+            TRUTH_KIND[inc.kind], start, end, (job.job_id,), (inc.host,), (f"{nic.host}:{nic.netdev}",), -1, what,
+            (), (job.job_id, rank),
+        )  # fmt: skip

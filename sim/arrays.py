@@ -162,6 +162,8 @@ def build_state(
         last_cnp=zf.copy(),
         tot_ce=zf.copy(),
         tot_cnp=zf.copy(),
+        fdone=zf.copy(),
+        frate=zf.copy(),
         qlen=zq.copy(),
         occ=zq.copy(),
         pend_in=zq.copy(),

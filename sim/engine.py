@@ -43,8 +43,9 @@ Traffic: jobs iterate. A communication phase starts every flow of the job with i
 delivered them; then a compute gap of `compute_ms`. Senders offer `min(line rate, DCQCN rate)`
 while they have bytes left. All flows run concurrently (the ring's 2(n-1) lock-step rounds, or a
 tree's pipelined reduce and broadcast, are folded into one transfer per flow: the slowest flow gates
-the iteration, as in NCCL). The
-completed iterations (start, end) per job are recorded: slowdowns under incidents show there.
+the iteration, as in NCCL). The completed iterations (start; end: when the last flow's last byte arrived,
+within its step) per job are recorded: slowdowns under incidents show there, and the collectives of
+`rocescope.sim.collectives` are timed from them. A straggler (`slow_compute`) lengthens the compute gap.
 
 Buffers and PFC
 ---------------
@@ -141,7 +142,7 @@ import numpy.typing as npt
 from rocescope.errors import SimError
 from rocescope.sim import kernel as K
 from rocescope.sim.ecmp import Ecmp
-from rocescope.sim.stepper import FlowRef, PortRef, Stepper
+from rocescope.sim.stepper import ComputeChange, FlowRef, IterationRecord, PortRef, Stepper
 from rocescope.sim.topology import Port
 
 
@@ -385,6 +386,32 @@ class Engine(Stepper):
 
         self._when(at, None, on, on)
 
+    def slow_compute(
+        self, job_id: str, rank: int, extra_s: float, start: float | None = None, end: float | None = None
+    ) -> None:
+        """A straggler: `rank` of the job computes `extra_s` longer per iteration. The job's next communication
+        phase waits for its slowest rank, so its compute gap grows by the largest extra of its ranks (the fabric
+        sees fewer iterations); `compute_log` records each change for the collectives' timings."""
+        j = self._job_pos(job_id)
+        if extra_s < 0:
+            raise SimError("extra compute time cannot be negative")
+        base = float(self._net.jcompute[j])
+        slow = self._slow_ranks.setdefault(job_id, {})
+
+        def apply() -> None:
+            self._net.jcompute[j] = base + max(slow.values(), default=0.0)
+            self.compute_log.append(ComputeChange(self.now, job_id, dict(slow)))
+
+        def on() -> None:
+            slow[rank] = extra_s
+            apply()
+
+        def off() -> None:
+            slow.pop(rank, None)
+            apply()
+
+        self._when(start, end, on, off)
+
     def resume_job(self, job_id: str, at: float | None = None) -> None:
         """A stopped job starts a new iteration."""
         j = self._job_pos(job_id)
@@ -454,6 +481,15 @@ class Engine(Stepper):
     def iteration_times(self, job_id: str) -> list[float]:
         """Durations (communication phase) of the job's completed iterations, in order."""
         return [r.comm_s for r in self.iterations if r.job_id == job_id]
+
+    def open_iterations(self) -> list[IterationRecord]:
+        """Communication phases still running now (a hung job's), each as if it ended now."""
+        st = self._st
+        return [
+            IterationRecord(j.job_id, int(st.jiter[k]), float(st.jstart[k]), self.now)
+            for k, j in enumerate(self.jobs)
+            if st.jphase[k] == K.COMM
+        ]
 
     def completed_iterations(self, job_id: str) -> int:
         return int(self._st.jiter[self._job_pos(job_id)])

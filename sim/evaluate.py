@@ -26,7 +26,8 @@ scenarios in turn (so N seeds cost N served runs per kind). The rules:
 * a ratio with nothing to count (no finding, no incident, nothing matched) is `-` (None), never 1.0.
 
 Clean baselines count every finding as a false positive. `scores_table` shows the scores in a terminal,
-`evaluation_json` for machines.
+`evaluation_json` for machines. What the found incidents cost each job and whose traffic they are blamed on
+are scored against the truth's losses and culprits in `sim/impact_eval.py` (`impact_table`).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from rocescope.analysis.frames import Window
 from rocescope.analysis.run import analyze
 from rocescope.config import AnalysisConfig, Settings, StoreConfig
 from rocescope.pipeline.store import ChdbStore
+from rocescope.sim.impact_eval import impact_json
 from rocescope.sim.profile import Profile, load_profile
 from rocescope.sim.run import RunSummary, run_scenario
 from rocescope.sim.scenario import INCIDENT_KINDS, load_scenario, scenario_names
@@ -105,6 +107,10 @@ class Truth:
     job_ids: tuple[str, ...]
     devices: tuple[str, ...]
     ports: tuple[str, ...]
+    #: jobs whose traffic caused it, jobs whose collectives it slowed, GPU-seconds each job lost (`sim.impact`)
+    culprit_jobs: tuple[str, ...] = ()
+    victim_jobs: tuple[str, ...] = ()
+    gpu_seconds_lost: Mapping[str, float] = field(default_factory=dict)
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Truth:
@@ -115,6 +121,9 @@ class Truth:
             tuple(d["job_ids"]),
             tuple(d["devices"]),
             tuple(d["ports"]),
+            tuple(d.get("culprit_jobs", ())),
+            tuple(d.get("victim_jobs", ())),
+            dict(d.get("gpu_seconds_lost", {})),
         )
 
 
@@ -137,6 +146,8 @@ class KindScore:
     delays_s: list[float] = field(default_factory=list)
     #: the coarsest cadence in play for this kind (seconds)
     cadence_s: float = 1.0
+    #: each matched incident with its best finding (impact and blame are scored on them: `sim.impact_eval`)
+    best: list[tuple[Truth, Finding]] = field(default_factory=list)
 
     @property
     def precision(self) -> float | None:
@@ -228,6 +239,7 @@ def score(
         s.localized += _localizes(best, t)
         s.attributed += set(best.job_ids or ()) == set(t.job_ids)
         s.delays_s.append(max(0.0, (best.start - t.start).total_seconds()))
+        s.best.append((t, best))
     for f in findings:
         s = of(f.kind)
         s.findings += 1
@@ -245,6 +257,7 @@ def merge(into: dict[str, KindScore], other: Mapping[str, KindScore]) -> None:
         m.localized += s.localized
         m.attributed += s.attributed
         m.delays_s += s.delays_s
+        m.best += s.best
         m.cadence_s = max(m.cadence_s, s.cadence_s)
 
 
@@ -421,6 +434,7 @@ def evaluation_json(results: Sequence[ProfileScores]) -> dict[str, Any]:
                 "profile": r.profile,
                 "scores": [r.scores[k].as_dict() for k in sorted(r.scores)],
                 "baseline": {"seconds": r.baseline_s, "findings": [f.summary for f in r.baseline_findings]},
+                "impact": impact_json(r.runs),
                 "runs": [
                     {
                         "scenario": o.scenario,

@@ -52,6 +52,8 @@ class Gear:
         self.poll_s = world.scenario.poll_interval_s
         self.names = PortNames(world.topology, profile)
         self.identity = profile.is_ideal
+        #: host -> its clock's skew (seconds): what its processes (NCCL Inspector) stamp their records with
+        self.host_skew_s: dict[str, float] = {}
         if not self.identity:
             self._plan_rows(SnapshotPlan(world.topology, world.engine.params))
 
@@ -161,6 +163,7 @@ class Gear:
         phase = rng.uniform(0.0, poll, n_dev) if clocks.device_phase else np.zeros(n_dev)
         skew = rng.uniform(-clocks.host_skew_max, clocks.host_skew_max, n_dev)
         skew[[roles[d] != "host" for d in plan.devices]] = 0.0
+        self.host_skew_s = {d: float(skew[i]) for i, d in enumerate(plan.devices) if roles[d] == "host"}
         slots = {
             g: rng.integers(0, period[g], n_dev) if clocks.device_phase else np.zeros(n_dev, np.int64) for g in groups
         }
@@ -309,6 +312,12 @@ class Gear:
         if self.names.identity:
             return table
         return _map_column(table, "endpoints", "rdma_dev", self.names.rdma_device)
+
+    def qp_owners(self, table: pa.Table) -> pa.Table:
+        """`qp_owners` with the driver's RDMA device names."""
+        if self.names.identity:
+            return table
+        return _map_column(table, "qp_owners", "rdma_dev", self.names.rdma_device)
 
     def incidents(self, table: pa.Table) -> pa.Table:
         """The `incidents` stream with its ports renamed like the telemetry."""

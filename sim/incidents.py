@@ -4,13 +4,13 @@
 incidents and `traffic:` entries put on the wire (`rocescope.sim.traffic`), builds the engine, then
 arms every incident on it and collects its ground truth (`rocescope.sim.arming`, which describes each
 kind). The `World` is everything one run is made of; `GroundTruth` rows become the `incidents` stream
-and `ground_truth.json`.
+and `ground_truth.json`, with what each incident cost each job once the engine ran (`rocescope.sim.impact`).
 """
 
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Collection, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
@@ -22,6 +22,7 @@ from rocescope.pipeline.batch import conform
 from rocescope.sim.arming import Arming, GroundTruth
 from rocescope.sim.ecmp import Ecmp, fabric_hashing
 from rocescope.sim.engine import Engine
+from rocescope.sim.impact import Impact, incident_impacts
 from rocescope.sim.jobs import Flow, Job, JobSpec, Pod, collective_flows
 from rocescope.sim.roce import QpAllocator
 from rocescope.sim.scenario import JobModel, Scenario, ScenarioError, message_bytes
@@ -49,10 +50,19 @@ class World:
     #: (job, valid from s, valid to s) for the endpoints table: training jobs run all along.
     windows: dict[str, tuple[float, float]] = field(default_factory=dict)
     unplaced: list[Job] = field(default_factory=list)
+    #: each incident's toll, measured once the run is over (`measure_impacts`)
+    impacts: list[Impact] | None = None
 
     @property
     def training_jobs(self) -> list[Job]:
         return [j for j in self.jobs if j.namespace != BACKGROUND_NS]
+
+    def measure_impacts(self) -> list[Impact]:
+        """Each incident's toll on the jobs, with counterfactual runs where other incidents or traffic overlap it
+        (once, when the run is over: later calls return the same)."""
+        if self.impacts is None:
+            self.impacts = incident_impacts(self)
+        return self.impacts
 
     def incidents_arrow(self) -> pa.Table:
         """The `incidents` stream for this run's ground truth, conformed."""
@@ -74,15 +84,18 @@ class World:
         return pa.Table.from_batches([conform("incidents", table)])
 
     def ground_truth(self) -> dict[str, Any]:
-        """The ground-truth file's content."""
+        """The ground-truth file's content; each incident's victims and GPU time lost (`rocescope.sim.impact`):
+        as measured by `measure_impacts`, else as far as the engine ran against the jobs' clean times (none
+        before the run)."""
         s = self.scenario
+        impacts = self.impacts if self.impacts is not None else incident_impacts(self, counterfactual_runs=False)
         return {
             "scenario": s.name,
             "seed": s.seed,
             "start": self.start.isoformat(),
             "end": (self.start + dt.timedelta(seconds=self.duration_s)).isoformat(),
             "duration_s": self.duration_s,
-            "incidents": [g.as_dict(self.start) for g in self.truth],
+            "incidents": [g.as_dict(self.start) | i.as_dict() for g, i in zip(self.truth, impacts, strict=True)],
         }
 
 
@@ -119,9 +132,16 @@ def place(topology: Topology, models: Sequence[JobModel], seed: int) -> list[Job
     return jobs
 
 
-def build_world(scenario: Scenario, duration_s: float | None = None, start: dt.datetime | None = None) -> World:
+def build_world(
+    scenario: Scenario,
+    duration_s: float | None = None,
+    start: dt.datetime | None = None,
+    switched_off: Collection[int] = (),
+) -> World:
     """The fabric of `scenario`, incidents armed, ready to `engine.run`. Incidents and traffic that start
-    after `duration_s` (default: the scenario's) are left out; windows are clipped to it."""
+    after `duration_s` (default: the scenario's) are left out; windows are clipped to it. Incidents whose index
+    is in `switched_off` are built (their traffic keeps its QPs, so nothing else moves) but never happen and
+    yield no truth: the counterfactual fabric `rocescope.sim.impact` measures an incident's toll against."""
     duration = float(duration_s if duration_s is not None else scenario.duration)
     if duration <= 0:
         raise ScenarioError("duration must be positive")
@@ -133,7 +153,7 @@ def build_world(scenario: Scenario, duration_s: float | None = None, start: dt.d
     flows = [f for j in jobs for f in collective_flows(j, topo, seed, qps)]
     lossless = scenario.engine_params().lossless_priority
     hashing = fabric_hashing(topo, scenario.hashing, scenario.hash_function, seed)
-    extra = ExtraTraffic(topo, Ecmp(topo, hashing), lossless)
+    extra = ExtraTraffic(topo, Ecmp(topo, hashing), lossless, training=jobs)
     active = [(i, inc) for i, inc in enumerate(scenario.incidents) if inc.start < duration]
     for i, inc in active:
         _named(scenario, f"incidents.{i} ({inc.kind})", extra.add_incident, i, inc, qps)
@@ -159,6 +179,10 @@ def build_world(scenario: Scenario, duration_s: float | None = None, start: dt.d
         world.windows[j.job_id] = (0.0, duration)
     arming = Arming(scenario, duration, topo, extra)
     for i, inc in active:
+        if i in switched_off:
+            if i in extra.of_incident:
+                engine.stop_job(extra.of_incident[i][0].job_id)
+            continue
         world.truth.append(_named(scenario, f"incidents.{i} ({inc.kind})", arming.arm, i, inc, engine))
         if i in extra.of_incident:
             world.windows[extra.of_incident[i][0].job_id] = (inc.start, arming.end_of(inc))

@@ -197,6 +197,8 @@ class State(NamedTuple):
     last_cnp: np.ndarray  # float64[F] CNPs handled in the last step (for probes)
     tot_ce: np.ndarray  # float64[F] cumulative CE-marked packets delivered (expected count; the packet mirror)
     tot_cnp: np.ndarray  # float64[F] cumulative CNPs the receiver sent for the flow (the packet mirror)
+    fdone: np.ndarray  # float64[F] when this iteration's bytes of the flow were all delivered (within its step)
+    frate: np.ndarray  # float64[F] bytes/s the flow delivered in its last step with deliveries
     qlen: np.ndarray  # float64[8, P] egress queue bytes
     occ: np.ndarray  # float64[8, P] ingress priority-group bytes (switch ingress ports)
     pend_in: np.ndarray  # float64[8, P] bytes in flight towards an ingress on delayed edges
@@ -499,7 +501,7 @@ def _dcqcn_cut(f: int, n_cnp: float, dt: float, decay: float, prm: Arr, rc: Arr,
 @inline
 def _start_iterations(
     now: float, jphase: Arr, jend: Arr, jstart: Arr, jptr: Arr, jflows: Arr, fbytes: Arr, remaining: Arr,
-    delivered: Arr,
+    delivered: Arr, fdone: Arr,
 ) -> None:  # fmt: skip
     for j in range(jphase.shape[0]):
         if jphase[j] == COMPUTE and now >= jend[j] - 1e-12:
@@ -509,6 +511,7 @@ def _start_iterations(
                 f = jflows[k]
                 remaining[f] += fbytes[f]
                 delivered[f] = 0.0
+                fdone[f] = now
 
 
 @jit
@@ -516,8 +519,11 @@ def _finish_iterations(
     end: float, tol: float, jphase: Arr, jend: Arr, jstart: Arr, jiter: Arr, jcompute: Arr, jptr: Arr, jflows: Arr,
     fbytes: Arr, nh: Arr, path: Arr, ingr: Arr, sw: Arr, prio: Arr, delayed: Arr, remaining: Arr, delivered: Arr,
     tot_sent: Arr, tot_delivered: Arr, qf: Arr, pend: Arr, fback: Arr, qlen: Arr, occ: Arr, pend_in: Arr, used: Arr,
-    it_job: Arr, it_start: Arr, it_end: Arr, it_n: Arr,
+    it_job: Arr, it_start: Arr, it_end: Arr, it_n: Arr, fdone: Arr,
 ) -> None:  # fmt: skip
+    """Close the iterations whose flows all delivered their bytes by `end` (this step's end). The record's end
+    is when the last flow's last byte arrived within the step (a coarse step is 1 ms: a 10 ms collective would
+    otherwise be measured in whole steps); the compute gap still starts at the step's end."""
     for j in range(jphase.shape[0]):
         if jphase[j] != COMM:
             continue
@@ -529,8 +535,10 @@ def _finish_iterations(
                 break
         if not done:
             continue
+        last = jstart[j]
         for k in range(jptr[j], jptr[j + 1]):
             f = jflows[k]
+            last = max(last, min(fdone[f], end))
             # less than one packet is left in flight: the fluid tail; count it delivered
             residue = remaining[f]
             tot_sent[f] += remaining[f]
@@ -555,7 +563,7 @@ def _finish_iterations(
         if n < it_job.shape[0]:
             it_job[n] = j
             it_start[n] = jstart[j]
-            it_end[n] = end
+            it_end[n] = last
             it_n[0] = n + 1
         jiter[j] += 1
         jphase[j] = COMPUTE
@@ -801,6 +809,8 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     stats = st.stats
     fact = st.fact
     fback = st.fback
+    fdone = st.fdone
+    frate = st.frate
     mark = st.mark
     rel = st.rel
     watch = st.watch
@@ -820,6 +830,7 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     kmax = prm[P_KMAX]
     pmax = prm[P_PMAX]
     dcqcn_on = prm[P_DCQCN_ON] > 0.0
+    done_tol = prm[P_DONE_TOL]
     nact = active.shape[0]
     F = path.shape[0]
     P = cap.shape[0]
@@ -865,7 +876,7 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     while done < n_ticks:
         tick = clock[0]
         now = tick * fine_dt
-        _start_iterations(now, jphase, jend, jstart, jptr, jflows, fbytes, remaining, delivered)
+        _start_iterations(now, jphase, jend, jstart, jptr, jflows, fbytes, remaining, delivered, fdone)
         if tick % ratio == 0:
             # a coarse boundary: pick the step for the next coarse period
             comm = False
@@ -1127,6 +1138,13 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
             d = dep[f, n_hops - 1]
             n_handled = 0.0
             if d > 0.0:
+                goal = fbytes[f] - done_tol
+                if delivered[f] < goal <= delivered[f] + d:
+                    # the iteration's last byte arrives in this step, at the flow's pace: this step's delivery
+                    # is only what was left, so the pace is the larger of it and the last step's
+                    pace = max(d / dt, frate[f])
+                    fdone[f] = now + min(dt, (goal - delivered[f]) / pace)
+                frate[f] = d / dt
                 delivered[f] += d
                 tot_delivered[f] += d
                 dst = peer[path[f, n_hops - 1]]
@@ -1251,7 +1269,7 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
             _finish_iterations(
                 now + dt, prm[P_DONE_TOL], jphase, jend, jstart, jiter, jcompute, jptr, jflows, fbytes, nh, path,
                 ingr, sw, prio, delayed, remaining, delivered, tot_sent, tot_delivered, qf, pend, fback, qlen, occ,
-                pend_in, used, it_job, it_start, it_end, it_n,
+                pend_in, used, it_job, it_start, it_end, it_n, fdone,
             )  # fmt: skip
         clock[0] += ticks
         done += ticks

@@ -1,9 +1,9 @@
 """The simulator's fast path: run a scenario and land its telemetry in the store through the pipeline.
 
 `run_scenario` builds the fabric (`rocescope.sim.incidents.build_world`), publishes the `links`,
-`endpoints` and `incidents` (ground truth) streams once, then runs the engine and publishes one
-`counters` Batch (every device, keyed `sim`) per poll, and the packet mirror's sampled `packets`
-(`rocescope.sim.mirror`) of the poll, through `rocescope.pipeline.runner.publishing`:
+`endpoints`, `qp_owners` (the training ranks' processes) and `incidents` (ground truth) streams once, then
+runs the engine and publishes one `counters` Batch (every device, keyed `sim`) per poll, and the packet
+mirror's sampled `packets` (`rocescope.sim.mirror`) of the poll, through `rocescope.pipeline.runner.publishing`:
 Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
 (start = now - duration): its data is fresh and inside the store's retention.
 
@@ -11,6 +11,11 @@ A deployment profile (`rocescope.sim.profile`: the scenario's `profile:`, or `pr
 engine's all-knowing snapshots into what that gear reports (`rocescope.sim.gear.Gear`): names, metrics
 that exist, cadence per metric group, device clocks, one LLDP side; the ground truth is renamed alike.
 The `ideal` profile passes everything through untouched.
+
+The training jobs' NCCL collectives, timed by the fabric (`rocescope.sim.collectives`), are written as NCCL
+Inspector's JSON lines and read back by the real parser (`rocescope.collectors.nccl.parse`) into the
+`collectives` stream, poll by poll, so the rows are exactly what Inspector output on those hosts would give.
+The ground truth is written again after the run with what each incident cost each job (`rocescope.sim.impact`).
 
 `simulate` is the same run without any transport (for benchmarks): snapshots are taken and dropped,
 or handed to a callback.
@@ -30,10 +35,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from rocescope.collectors.nccl.parse import collectives_batches, parse_json_lines
+from rocescope.collectors.nccl.write import InspectorRecord, json_line
 from rocescope.config import Settings
+from rocescope.errors import SimError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.transport import Producer
+from rocescope.sim.collectives import CollectiveTimer, qp_owners_arrow
 from rocescope.sim.engine import Engine
 from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import World, build_world
@@ -45,6 +54,9 @@ from rocescope.sim.scenario import Scenario, load_scenario
 SOURCE = "sim"
 SnapshotCallback = Callable[[dt.datetime, pa.Table], None]
 PacketsCallback = Callable[[dt.datetime, Sampled, PacketMirror], None]
+CollectivesCallback = Callable[[list[InspectorRecord]], None]
+#: Inspector records parsed and published together on the fast path
+COLLECTIVES_BATCH = 8192
 
 
 @dataclass(frozen=True)
@@ -117,6 +129,10 @@ class RunSummary:
             )
         for inc in self.incidents:
             out.append(f"incident {inc['kind']} {inc['start_s']:g}-{inc['end_s']:g} s: {inc['description']}")
+            lost = inc.get("gpu_seconds_lost", {})
+            if inc.get("victim_jobs"):
+                hurt = ", ".join(f"{j} {lost.get(j, 0.0):.1f} GPU-s" for j in inc["victim_jobs"])
+                out.append(f"  slowed {hurt}; caused by {', '.join(inc.get('culprit_jobs', [])) or 'no job'}")
         if self.out_dir is not None:
             out.append(f"ground truth: {self.out_dir / 'ground_truth.json'}")
         return out
@@ -134,8 +150,8 @@ def job_times(engine: Engine, job_ids: list[str]) -> list[JobTimes]:
 
 
 def static_tables(world: World, gear: Gear | None = None) -> dict[str, pa.Table]:
-    """`links`, `endpoints` (each job over its window) and `incidents` of a run, conformed; as the
-    profile's gear reports them when `gear` is given."""
+    """`links`, `endpoints` (each job over its window), `qp_owners` (the training ranks' processes) and
+    `incidents` of a run, conformed; as the profile's gear reports them when `gear` is given."""
     start = world.start
     parts = []
     for job in world.jobs:
@@ -146,11 +162,13 @@ def static_tables(world: World, gear: Gear | None = None) -> dict[str, pa.Table]
         return {
             "links": world.topology.links_arrow(start, SOURCE),
             "endpoints": pa.concat_tables(parts),
+            "qp_owners": qp_owners_arrow(world),
             "incidents": world.incidents_arrow(),
         }
     return {
         "links": gear.links(start, SOURCE),
         "endpoints": gear.endpoints(pa.concat_tables(parts)),
+        "qp_owners": gear.qp_owners(qp_owners_arrow(world)),
         "incidents": gear.incidents(world.incidents_arrow()),
     }
 
@@ -183,14 +201,19 @@ def simulate(
     progress: bool = False,
     snapshots: bool = True,
     on_packets: PacketsCallback | None = None,
+    on_collectives: CollectivesCallback | None = None,
+    timer: CollectiveTimer | None = None,
 ) -> tuple[float, int]:
     """Run the world's engine to its duration, a counters snapshot per poll (dropped unless a callback
     takes it) and, with `on_packets`, the packet mirror's sample of the poll (when the scenario's mirror
-    is enabled). Returns (wall seconds, polls)."""
+    is enabled); with `on_collectives`, the Inspector records of the collectives completed by each poll
+    (`timer`'s, default one on the world's clocks), the unfinished ones at the end. Returns (wall seconds, polls)."""
     eng, poll = world.engine, world.scenario.poll_interval_s
     mirror = PacketMirror(eng, world.scenario.mirror, world.scenario.seed) if on_packets is not None else None
     if mirror is not None and not world.scenario.mirror.enabled:
         mirror = None
+    if on_collectives is not None and timer is None:
+        timer = CollectiveTimer(world)
     polls = 0
     with progress_bar(progress, world.duration_s, world.scenario.name) as bar:
         task = bar.add_task(world.scenario.name, total=world.duration_s) if bar is not None else None
@@ -204,11 +227,15 @@ def simulate(
                     on_snapshot(ts, table)
             if mirror is not None and on_packets is not None:
                 on_packets(ts, mirror.sample(), mirror)
+            if timer is not None and on_collectives is not None:
+                on_collectives(timer.take())
             if bar is not None:
                 bar.update(task, completed=min(engine.now, world.duration_s))
 
         t0 = time.perf_counter()
         eng.run(world.duration_s, on_poll, poll)
+        if timer is not None and on_collectives is not None:
+            on_collectives(timer.take(final=True))
         wall = time.perf_counter() - t0
     return wall, polls
 
@@ -218,6 +245,18 @@ def publish_table(producer: Producer, stream: str, table: pa.Table, key: str, ro
         if rb.num_rows:
             producer.publish(Batch(stream, rb, key))
             rows[stream] = rows.get(stream, 0) + rb.num_rows
+
+
+def publish_collectives(producer: Producer, records: list[InspectorRecord], rows: dict[str, int]) -> None:
+    """Records as Inspector's JSON lines, through the real parser, into the `collectives` stream."""
+    if not records:
+        return
+    parsed = parse_json_lines("".join(json_line(r) for r in records).encode())
+    if parsed.malformed:
+        raise SimError(f"the parser refused {parsed.malformed} simulated Inspector record(s): {parsed.problem}")
+    for batch in collectives_batches(parsed.batch):
+        producer.publish(batch)
+        rows["collectives"] = rows.get("collectives", 0) + batch.num_rows
 
 
 def run_scenario(
@@ -232,7 +271,8 @@ def run_scenario(
     time (default: the scenario's), landing everything through the configured transport/store, as the
     deployment `profile` reports it (default: the scenario's `profile:`).
 
-    With `out_dir`, writes `ground_truth.json` (and `summary.json`) there. The run ends now.
+    With `out_dir`, writes `ground_truth.json` (before the run, and again with each incident's toll after it)
+    and `summary.json` there. The run ends now.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     prof = load_profile(profile if profile is not None else sc.profile)
@@ -250,7 +290,7 @@ def run_scenario(
     with publishing(settings) as (producer, _metrics):
         for stream, table in static_tables(world, gear).items():
             publish_table(producer, stream, table, SOURCE, rows)
-        for stream in ("links", "endpoints", "incidents", "counters", "packets"):
+        for stream in ("links", "endpoints", "qp_owners", "incidents", "counters", "packets", "collectives"):
             rows.setdefault(stream, 0)
 
         def land(ts: dt.datetime, table: pa.Table) -> None:
@@ -260,7 +300,19 @@ def run_scenario(
             if sampled.size:
                 publish_table(producer, "packets", gear.packets(mirror.table(sampled)), SOURCE, rows)
 
-        _, polls = simulate(world, land, progress, on_packets=land_packets)
+        pending: list[InspectorRecord] = []
+
+        def land_collectives(records: list[InspectorRecord]) -> None:
+            pending.extend(records)  # parsed a few thousand at a time: the parser's cost is per call
+            if len(pending) >= COLLECTIVES_BATCH:
+                publish_collectives(producer, pending, rows)
+                pending.clear()
+
+        timer = CollectiveTimer(world, gear.host_skew_s)
+        _, polls = simulate(
+            world, land, progress, on_packets=land_packets, on_collectives=land_collectives, timer=timer
+        )
+        publish_collectives(producer, pending, rows)
     wall = time.perf_counter() - t0
     return summarize(world, duration, wall, polls, rows, out_dir, gear)
 
@@ -274,9 +326,10 @@ def summarize(
     out_dir: Path | None,
     gear: Gear | None = None,
 ) -> RunSummary:
-    """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given;
-    its incidents named as the profile's gear names them."""
+    """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given (with
+    the final `ground_truth.json`); its incidents named as the profile's gear names them."""
     eng, sc = world.engine, world.scenario
+    world.measure_impacts()
     truth = world.ground_truth() if gear is None else gear.ground_truth(world.ground_truth())
     summary = RunSummary(
         scenario=sc.name,
@@ -294,5 +347,6 @@ def summarize(
         profile=sc.profile if gear is None else gear.profile.name,
     )
     if out_dir is not None:
+        (out_dir / "ground_truth.json").write_text(json.dumps(truth, indent=2) + "\n")
         (out_dir / "summary.json").write_text(json.dumps(summary.as_dict(), indent=2) + "\n")
     return summary

@@ -5,7 +5,8 @@ line per problem, naming the key (`incidents.1.senders: Input should be ...`). D
 are seconds or strings like `90s`, `2m`, `1m30s`, `500ms`, `1h`.
 
 The shipped scenarios live next to this module in `scenarios/` (`baseline`, one or more per incident kind,
-named after it: `incast`, `incast_large`, `cnp_loss_fabric`..., `bad_day`, `demo`); `load_scenario("incast")`
+named after it: `incast`, `incast_large`, `cnp_loss_fabric`, `straggler`..., `bad_day`, `demo`, and who hurts
+whom: `two_jobs_checkpoint`, `self_inflicted`); `load_scenario("incast")`
 finds them by name, anything else is read as a path. `traffic:` lists traffic that is no incident and has no
 ground truth (storage writers, data loaders; lossless RoCE or a lossy priority, in no placed job by default).
 
@@ -95,6 +96,9 @@ class _Traffic(_Incident):
     #: False: the traffic belongs to no placed job (storage or checkpoint readers outside the job
     #: inventory): its flows have no `endpoints` rows and the ground truth names only the jobs it hurts.
     placed: bool = True
+    #: The training job (`namespace/name`) whose own traffic this is (its checkpoint writes): the senders must
+    #: be its hosts on a rail it uses; the traffic has no job of its own, and the ground truth blames `owner`.
+    owner: str | None = None
 
 
 class Incast(_Traffic):
@@ -205,6 +209,18 @@ class CnpLossyQueue(_Incident):
     priority: int = Field(0, ge=0, le=7)
 
 
+class Straggler(_Incident):
+    """One GPU computes slower (thermal throttling, a bad HBM page, a noisy neighbour on its CPU) while the
+    fabric stays clean: every collective of its job waits for it. Ground truth kind `unexplained_slowdown`."""
+
+    kind: Literal["straggler"]
+    #: The slow GPU: a host of a training job and its local GPU, the one driving the NIC of `rail`.
+    host: str
+    rail: int = Field(0, ge=0)
+    #: Its compute takes this many times as long as the job's `compute_ms`.
+    slowdown: float = Field(1.5, gt=1)
+
+
 class PfcMisconfig(_Incident):
     """PFC not enabled on the lossless priority of one switch ingress port."""
 
@@ -225,7 +241,8 @@ IncidentModel = Annotated[
     | PfcMisconfig
     | DegradedOptics
     | EcmpImbalance
-    | CnpLossyQueue,
+    | CnpLossyQueue
+    | Straggler,
     Field(discriminator="kind"),
 ]
 INCIDENT_KINDS: tuple[str, ...] = (
@@ -240,9 +257,10 @@ INCIDENT_KINDS: tuple[str, ...] = (
     "degraded_optics",
     "ecmp_imbalance",
     "cnp_lossy_queue",
+    "straggler",
 )
 #: The ground-truth kind an incident is scored as, where it differs from its own.
-TRUTH_KIND: dict[str, str] = {"cnp_lossy_queue": "cnp_loss"}
+TRUTH_KIND: dict[str, str] = {"cnp_lossy_queue": "cnp_loss", "straggler": "unexplained_slowdown"}
 
 
 class Background(_Model):
@@ -291,6 +309,18 @@ class Mirror(_Model):
     rotate_s: float = Field(60.0, gt=0)
 
 
+class Collectives(_Model):
+    """What the training jobs' NCCL Inspector reports (`rocescope.sim.collectives`): one AllReduce per rank and
+    training step, timed by the fabric. On unless a scenario turns it off."""
+
+    enabled: bool = True
+    #: Communication phases (gradient buckets) are fused into steps of about this long, so a job reports a
+    #: few collectives per second of fabric time whatever its iteration rate.
+    step_s: float = Field(0.5, gt=0)
+    #: NCCL_INSPECTOR_DUMP_VERBOSE=1: each record carries its `event_trace_ts` (issue and kernel times).
+    verbose: bool = True
+
+
 class Scenario(_Model):
     """One reproducible run: everything follows from these values and the seed."""
 
@@ -312,6 +342,7 @@ class Scenario(_Model):
     #: Traffic that is not an incident (no ground truth).
     traffic: list[Background] = Field(default_factory=list)
     mirror: Mirror = Mirror()
+    collectives: Collectives = Collectives()
     #: The deployment profile (`rocescope.sim.profile`, a name in `profiles/` or a file): how the gear
     #: reports the run; `--profile` overrides it.
     profile: str = "ideal"

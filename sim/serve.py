@@ -10,6 +10,9 @@ poll, FABRIC time) to every facade through a `FabricClock` (`sim.facades.clock`)
   `HostViews` rewrites only the value files: `ethtool -S` text, RDMA `hw_counters/` and `counters/`,
   link state when it changes);
 * LLDP (`lldpcli -f json` per device) and the pod list, static for a run;
+* NCCL Inspector's dump directory (`sim.facades.nccl`): every training rank's process appends its collectives,
+  timed by the fabric (`sim.collectives`), to `<root>/nccl/<host>-pid<pid>.log` as the tick completes them; with
+  `collect`, the NCCL collector tails the directory each tick (as `rocescope collect nccl --dir` does);
 * a mirror port (`sim.mirror.MirrorFiles`): the packet mirror's sampled RoCEv2 packets as rotating
   pcapng files in `<root>/mirror/` (with `out_dir`: `out_dir/served/mirror/`), one interface per mirrored
   leaf port, for `rocescope collect pcap FILES --sampling-rate N` or `rocescope import --kind pcap`.
@@ -38,7 +41,8 @@ OpenConfig `negotiated-port-speed`, SR Linux `port-speed`); NIC rows carry sourc
 what a real host shows (link state/speed of the netdev and RDMA port, IBTA `counters/` on mlx5's RDMA
 port); what a collector cannot read lands under `raw:<name>` or not at all (see `gnmi_paths`). The NIC
 collectors run in a child process, as on real hosts they do not share the simulator's CPU; `links` come
-through the LLDP collector from the profile's LLDP side; `endpoints` (no jobs collector yet) and
+through the LLDP collector from the profile's LLDP side; `collectives` through the NCCL collector from the
+Inspector files; `endpoints` (no jobs collector yet), `qp_owners` (no eBPF here) and
 `incidents` (ground truth) are published as the fast path does, named as the profile names them.
 """
 
@@ -56,12 +60,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rocescope.collectors.gnmi.collector import GnmiCollector
+from rocescope.collectors.nccl.collector import NcclCollector
+from rocescope.collectors.nccl.tail import InspectorDir
 from rocescope.config import Settings
 from rocescope.errors import SimError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.transport import Producer
 from rocescope.sim.collection import NicFleet, SnmpPolls, collect_pcap, epoch_ns, publish_links
+from rocescope.sim.collectives import CollectiveTimer
+from rocescope.sim.facades.nccl import InspectorFiles
 from rocescope.sim.facades.server import FabricServer
 from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import World, build_world
@@ -96,6 +104,11 @@ class ServeStats:
     mirror_packets_collected: int = 0
     #: where `links` came from: every device's lldpcli (ideal), or the profile's LLDP side
     links_from: str = ""
+    #: NCCL Inspector's dump directory (`root/nccl`), the records the ranks wrote there and the rows the NCCL
+    #: collector read back (with `collect`)
+    nccl_dir: Path | None = None
+    nccl_records: int = 0
+    nccl_rows_collected: int = 0
 
 
 def serve_scenario(
@@ -141,7 +154,7 @@ def serve_scenario(
         cleanup = Path(tempfile.mkdtemp(prefix="rocescope-serve-", dir=shm if shm.is_dir() else None))
         root = cleanup
     stats = ServeStats(root=root)
-    rows: dict[str, int] = {s: 0 for s in ("links", "endpoints", "incidents", "counters")}
+    rows: dict[str, int] = {s: 0 for s in ("links", "endpoints", "qp_owners", "incidents", "counters", "collectives")}
     stop = stop or threading.Event()
     t0 = time.perf_counter()
     try:
@@ -151,7 +164,7 @@ def serve_scenario(
                 if producer is not None:
                     stats.links_from = publish_links(server, producer, rows)
                     tables = static_tables(world, gear)
-                    for stream in ("endpoints", "incidents"):
+                    for stream in ("endpoints", "qp_owners", "incidents"):
                         publish_table(producer, stream, tables[stream], SOURCE, rows)
                 stats.targets = server.write_targets(out_dir or root)
                 if on_ready is not None:
@@ -227,6 +240,17 @@ def _drive(
                 stats.snmp_polls += 1
         if server.snmp and server.snmp_objects:
             pfc = SnmpPolls(server, server.snmp_objects)
+    timer = CollectiveTimer(world, server.gear.host_skew_s)
+    inspector = InspectorFiles(server.root / "nccl")
+    stats.nccl_dir = inspector.directory
+    nccl = NcclCollector(InspectorDir(inspector.directory)) if producer is not None else None
+
+    def collectives(final: bool = False) -> None:
+        if inspector.write(timer.take(final)) and nccl is not None and producer is not None:
+            batches = nccl.poll()
+            _publish(producer, batches)
+            stats.nccl_rows_collected += sum(b.num_rows for b in batches)
+
     pcaps = None
     if world.scenario.mirror.enabled:
         mirror = PacketMirror(eng, world.scenario.mirror, world.scenario.seed)
@@ -268,6 +292,8 @@ def _drive(
                         stats.mirror_packets_collected += collect_pcap(written, pcaps.mirror.spec, producer)
                     t, secs["mirror"] = clock(), secs.get("mirror", 0.0) + clock() - t
                 polls += 1
+                collectives()
+                t, secs["nccl"] = clock(), secs.get("nccl", 0.0) + clock() - t
                 if nics is not None:
                     nics.poll(reads.hosts)
                 if producer is not None and pfc is not None and reads.snmp:
@@ -281,6 +307,7 @@ def _drive(
                     secs["snmp"] = secs.get("snmp", 0.0) + clock() - t
                 if bar is not None:
                     bar.update(task, completed=min(eng.now, world.duration_s))
+        collectives(final=True)
         server.clock.barrier(60.0)
         server.clock.finish()  # every stream sends what it still holds
         server.clock.barrier(60.0)
@@ -296,6 +323,8 @@ def _drive(
         if gnmi is not None:
             _drain(server, gnmi, 120.0)
     finally:
+        stats.nccl_records = inspector.records
+        inspector.close()
         gstop.set()
         server.clock.close()
         if gthread is not None:

@@ -50,6 +50,16 @@ class IterationRecord(NamedTuple):
         return self.end_s - self.start_s
 
 
+class ComputeChange(NamedTuple):
+    """From `at_s` on, these ranks of the job compute longer by these seconds per iteration (a straggler GPU):
+    iterations that END after `at_s` start their next communication phase that much later (the slowest rank's
+    extra), while the other ranks, done on time, wait in the collective."""
+
+    at_s: float
+    job_id: str
+    extra_s: dict[int, float]
+
+
 class Stepper:
     """The fabric's state over fabric time: arrays, paths, scheduled actions, counter snapshots.
 
@@ -104,6 +114,9 @@ class Stepper:
         self._seq = itertools.count()
         self.iterations: list[IterationRecord] = []
         self._iter_counts = [0] * len(self.jobs)
+        #: every change of the ranks' extra compute time, in order (`Engine.slow_compute`)
+        self.compute_log: list[ComputeChange] = []
+        self._slow_ranks: dict[str, dict[int, float]] = {}
 
         F = len(self.flows)
         prio = np.full(F, prm.lossless_priority, np.int64)

@@ -9,8 +9,9 @@ put on the wire, as background jobs and their flows.
   on a lossy priority.
 
 Every such job is in namespace `background`; unless `placed`, it has no `endpoints` rows (the job
-inventory does not know it). Flows exist from the start; the arming pass holds their job stopped
-outside its window (`rocescope.sim.arming`).
+inventory does not know it). A fan-in with an `owner` is that training job's own traffic (its checkpoint
+writes, from its hosts): its background job is never placed, so the senders' NICs are the owner's. Flows
+exist from the start; the arming pass holds their job stopped outside its window (`rocescope.sim.arming`).
 """
 
 from __future__ import annotations
@@ -124,6 +125,10 @@ class ExtraTraffic:
     background: list[tuple[Background, Job, list[Flow]]] = field(default_factory=list)
     #: jobs no inventory knows (no `endpoints` rows)
     unplaced: set[str] = field(default_factory=set)
+    #: the scenario's placed training jobs (owners of fan-in traffic are looked up here)
+    training: list[Job] = field(default_factory=list)
+    #: incident index -> the training job whose own traffic the incident's fan-in is
+    owners: dict[int, str] = field(default_factory=dict)
 
     def add_incident(self, i: int, inc: IncidentModel, qps: QpAllocator) -> None:
         if isinstance(inc, Incast | Microburst):
@@ -149,7 +154,13 @@ class ExtraTraffic:
     def _fan_in(self, i: int, inc: Incast | Microburst, qps: QpAllocator) -> None:
         topo = self.topo
         dst = topo.nic(inc.receiver, inc.rail)
-        if isinstance(inc.senders, int):
+        owner = self._owner(inc) if inc.owner is not None else None
+        if owner is not None and isinstance(inc.senders, int):
+            names = [h for h in owner.hosts if h != inc.receiver]
+            if not 1 <= inc.senders <= len(names):
+                raise SimError(f"senders must be in 1..{len(names)} (the hosts of {owner.job_id})")
+            senders = names[: inc.senders]
+        elif isinstance(inc.senders, int):
             names = [h.name for h in topo.hosts]
             k = names.index(inc.receiver)
             if not 1 <= inc.senders < len(names):
@@ -164,7 +175,19 @@ class ExtraTraffic:
         job = background_job(name, [inc.receiver, *senders], inc.rail, 0.0 if isinstance(inc, Incast) else 1e9)
         nbytes = message_bytes(inc.mib_per_sender) if isinstance(inc, Incast) else ENDLESS
         flows = [make_flow(job, qps, src, dst, nbytes, k + 1, 0) for k, src in enumerate(srcs)]
-        self._add(job, flows, inc.placed, self.lossless, i)
+        if owner is not None:
+            strangers = sorted(set(senders) - set(owner.hosts))
+            if strangers or inc.rail not in owner.rails:
+                what = strangers or f"rail {inc.rail}"
+                raise SimError(f"{owner.job_id} sends its own traffic from its hosts and rails, not {what}")
+            self.owners[i] = owner.job_id
+        self._add(job, flows, inc.placed and owner is None, self.lossless, i)
+
+    def _owner(self, inc: Incast | Microburst) -> Job:
+        for job in self.training:
+            if job.job_id == inc.owner:
+                return job
+        raise SimError(f"owner {inc.owner!r} is no training job of the scenario ({[j.job_id for j in self.training]})")
 
     def _loop(self, i: int, inc: PfcDeadlock, qps: QpAllocator) -> None:
         _, on1, on2 = loop_ports(self.topo, inc)

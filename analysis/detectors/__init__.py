@@ -8,4 +8,5 @@
 `microburst.py`: receiver-facing queues filling in bursts shorter than the poll interval
 `cnp_loss.py`: CNPs that receivers send but a sender never acts on
 `link_health.py`: flapping links, degraded optics, lossless drops where PFC is off
+`unexplained_slowdown.py`: a job's collectives slow with no fabric finding to explain it, and its stragglers
 """

@@ -36,6 +36,8 @@ class Context:
     fabric: Fabric
     poll_s: float
     speeds: PortSpeeds = field(init=False)
+    #: what the detectors that ran before found, jobs attributed (a detector of what nothing else explains)
+    prior: list[Finding] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.speeds = PortSpeeds(self.frames, self.fabric)

@@ -14,14 +14,16 @@ import html
 import json
 import re
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rocescope.analysis.blame import who_hurt_whom
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import SEVERITIES
 from rocescope.analysis.frames import Frames, Window
-from rocescope.analysis.present import NO_JOB, by_job, load_findings, severity_rank
+from rocescope.analysis.present import NO_JOB, by_job, job_impact, load_findings, severity_rank
+from rocescope.analysis.report.blame import blame_figure, case_items, costs_html
 from rocescope.analysis.report.cases import (
     MARGIN,
     Case,
@@ -47,14 +49,16 @@ class Report:
     cases: list[Case]
     overview: list[Plot]
     not_drawn: int = 0  # findings listed but without a case section (beyond max_cases)
+    #: who hurt whom, where some finding measured what it cost a job
+    jobs: list[Plot] = field(default_factory=list)
 
     @property
     def plots(self) -> list[Plot]:
-        return [p for p in [*self.overview, *(p for c in self.cases for p in c.plots)] if p.drawn]
+        return [p for p in [*self.overview, *self.jobs, *(p for c in self.cases for p in c.plots)] if p.drawn]
 
     @property
     def skipped(self) -> list[Plot]:
-        return [p for p in [*self.overview, *(p for c in self.cases for p in c.plots)] if not p.drawn]
+        return [p for p in [*self.overview, *self.jobs, *(p for c in self.cases for p in c.plots)] if not p.drawn]
 
 
 CSS = """
@@ -102,16 +106,20 @@ def _plot_html(p: Plot, fid: str) -> str:
     )
 
 
-def _table(rows: Sequence[Mapping[str, Any]], drawn: set[str]) -> str:
+def _table(rows: Sequence[Mapping[str, Any]], drawn: set[str], job: str = "") -> str:
+    """One job's findings; `lost`: the GPU-seconds each cost the job (its collectives), `-` unmeasured."""
     out = ["<table><thead><tr><th>id</th><th>severity</th><th>kind</th><th>start (UTC)</th><th>for</th>"
-           "<th>where</th><th>what</th></tr></thead><tbody>"]  # fmt: skip
+           "<th>lost</th><th>where</th><th>what</th></tr></thead><tbody>"]  # fmt: skip
     for r in rows:
         fid = finding_id(r)
         link = f'<a href="#case-{fid}">{fid}</a>' if fid in drawn else fid
         seconds = (r["end"] - r["start"]).total_seconds()
+        cost = job_impact(r, job) or {}
+        lost = cost.get("gpu_seconds_lost")
         out.append(
             f'<tr><td class="id">{link}</td><td>{_sev(r["severity"])}</td><td>{_e(r["kind"])}</td>'
-            f"<td>{_when(r['start'])}</td><td>{seconds:.0f} s</td><td>{_e(_where(r))}</td>"
+            f"<td>{_when(r['start'])}</td><td>{seconds:.0f} s</td>"
+            f"<td>{'-' if lost is None else f'{float(lost):.1f}&nbsp;GPU-s'}</td><td>{_e(_where(r))}</td>"
             f"<td>{_e(r['summary'])}</td></tr>"
         )
     out.append("</tbody></table>")
@@ -129,6 +137,7 @@ def _case_html(case: Case) -> str:
         ("priority", "none" if r["priority"] < 0 else r["priority"]),
         ("score", f"{float(r['score']):.1f}"),
         ("detector", r.get("detector") or "?"),
+        *case_items(r),
     ]
     dl = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in items)
     evidence = json.dumps(evidence_of(r), indent=2, sort_keys=True)
@@ -146,6 +155,7 @@ def render_html(
     overview: Sequence[Plot],
     header: Mapping[str, str],
     not_drawn: int = 0,
+    jobs: Sequence[Plot] = (),
 ) -> str:
     """The page. `header`: plain-text title, meta line and what an empty page says there is none of."""
     drawn = {c.id for c in cases}
@@ -161,7 +171,10 @@ def render_html(
             + f"; kinds: {_e(', '.join(kinds))}.</p><h2>Findings by job</h2>"
         )
         for job, group in by_job(rows):
-            parts.append(f"<h3>{_e(job)}: {len(group)} finding(s)</h3>{_table(group, drawn)}")
+            parts.append(f"<h3>{_e(job)}: {len(group)} finding(s)</h3>{_table(group, drawn, job)}")
+        costs = costs_html(rows)
+        if costs or jobs:
+            parts.append("<h2>What it cost the jobs</h2>" + costs + "".join(_plot_html(p, "") for p in jobs))
         if overview:
             parts.append("<h2>Fabric</h2>" + "".join(_plot_html(p, "") for p in overview))
         parts.append("<h2>Cases</h2>" + "".join(_case_html(c) for c in cases))
@@ -196,6 +209,8 @@ def build_report(
             raise ConfigError(f"no finding with id {finding!r} open since {_when(since)} UTC (ids: `rocescope report`)")
     overview: list[Plot] = []
     cases: list[Case] = []
+    edges = [e for e in who_hurt_whom(rows) if e.gpu_seconds_lost]
+    jobs = [draw_plot("blame", "who hurt whom (GPU-seconds lost)", lambda: blame_figure(edges))] if edges else []
     if rows:
         span = Window(min(r["start"] for r in rows) - MARGIN, max(r["end"] for r in rows) + MARGIN)
         frames = Frames(store, span)
@@ -221,7 +236,8 @@ def build_report(
         "empty": f"for {who} since {_when(since)} UTC",
     }
     not_drawn = max(0, len({finding_id(r) for r in rows}) - len(cases))
-    return Report(render_html(rows, cases, overview, header, not_drawn), rows, cases, overview, not_drawn)
+    page = render_html(rows, cases, overview, header, not_drawn, jobs)
+    return Report(page, rows, cases, overview, not_drawn, jobs)
 
 
 def write_report(

@@ -6,7 +6,7 @@ per area, registered below (area modules import only `common.py`, so nothing imp
 - `store.py`: config, migrate, sql, import, serve-http, sink, clickhouse ddl
 - `collect.py`: collect nic, ebpf, pcap, jobs, nccl (hosts)
 - `collect_switches.py`: collect snmp, gnmi, lldp (switches)
-- `analysis.py`: analyze, findings, report, eval
+- `analysis.py`: analyze, findings, blame, report, eval
 - `sim.py`: demo, sim list, sim run
 - `broker.py`: broker (a local Kafka-protocol broker)
 - `dashboards.py`: dashboards build
@@ -57,6 +57,7 @@ app.command("serve-http")(store.serve_http)
 app.command()(store.sql)
 app.command("import")(store.import_cmd)
 app.command()(analysis.findings)
+app.command()(analysis.blame)
 app.command()(store.sink)
 app.command()(broker.broker)
 app.command()(sim.demo)

@@ -1,4 +1,4 @@
-"""The analysis commands: `analyze` (run the detectors), `findings`, `report` and `eval`."""
+"""The analysis commands: `analyze` (run the detectors), `findings`, `blame` (who hurt whom), `report` and `eval`."""
 
 from __future__ import annotations
 
@@ -87,6 +87,34 @@ def findings(
         console.print(table)
 
 
+def blame(
+    since: Annotated[
+        str, typer.Option("--from", help="Findings still open at or after this (15m, 2h, ISO time).")
+    ] = "24h",
+    until: Annotated[str, typer.Option("--to", help="... and starting before this (default: now).")] = "now",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON (edges and the findings behind them).")] = False,
+) -> None:
+    """Who hurt whom: per culprit job (whose traffic caused findings: an incast's senders, a storm's root) and
+    victim job (whose collectives they slowed), the GPU-seconds lost over the window, costliest first.
+    `(no job)`: findings no job's traffic caused (a flapping link, a deadlock, a straggler)."""
+    from rocescope.analysis.blame import blame_json, blame_table, load_edges
+
+    try:
+        start, end = parse_time(since), parse_time(until)
+        with open_migrated_store(load_settings()) as store:
+            edges, rows = load_edges(store, start, end)
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    if as_json:
+        sys.stdout.write(blame_json(edges, rows, start, end) + "\n")
+        return
+    span = f"{start:%Y-%m-%d %H:%M:%S} .. {end:%Y-%m-%d %H:%M:%S} UTC"
+    if not edges:
+        console.print(f"no job hurt by a finding open in {span}", highlight=False)
+        return
+    console.print(blame_table(edges, f"[bold]who hurt whom[/bold], {span}"))
+
+
 def report(
     out: Annotated[Path, typer.Option("--out", "-o", help="HTML file to write.")] = Path("report.html"),
     job: Annotated[str | None, typer.Option(help="Only findings that concern this job id.")] = None,
@@ -144,6 +172,7 @@ def eval_cmd(
     from rich.console import Console
 
     from rocescope.sim.evaluate import PATHS, SCENARIOS, RunOutcome, evaluate, evaluation_json, scores_table
+    from rocescope.sim.impact_eval import impact_scores, impact_table
     from rocescope.sim.profile import load_profile, profile_names
 
     kinds = kind or list(SCENARIOS)
@@ -190,6 +219,9 @@ def eval_cmd(
     wide = Console(width=max(console.width, 120))  # the tables stay whole in a CI log or a pipe
     for r in results:
         wide.print(scores_table(r.scores, f"profile {r.profile}, {path} path: {seeds} seed(s) per kind"))
+        impact = impact_scores(r.runs)
+        if impact:
+            wide.print(impact_table(impact, f"impact and blame, profile {r.profile}, {path} path"))
         if r.baseline_s > 0:
             wide.print(
                 f"clean baseline ({r.baseline_s:g} s of fabric time, profile {r.profile}): "

@@ -58,6 +58,7 @@ def demo(
     The default scenario is 32 hosts x 4 rails, two training jobs, 10 minutes of fabric time with an
     incast, a PFC storm, microbursts and a flapping uplink (ground truth in the `incidents` table).
     """
+    from rocescope.analysis.blame import blame_table, who_hurt_whom
     from rocescope.analysis.frames import Window
     from rocescope.analysis.present import findings_tables, load_findings
     from rocescope.analysis.report.page import write_report
@@ -132,6 +133,9 @@ def demo(
         console.print(table)
     if not rows:
         console.print("no findings")
+    edges = who_hurt_whom(rows)
+    if edges:
+        console.print(blame_table(edges, "[bold]who hurt whom[/bold] (GPU-seconds lost: the jobs' collectives)"))
     console.print(f"[bold]report[/bold]: {report.resolve()}", highlight=False, soft_wrap=True)
     console.print(
         f"[bold]dashboards[/bold]: {len(dashboards)} files in {(out / 'grafana').resolve()} "

@@ -11,4 +11,5 @@
 `hostview.py`: a host (mlx5 or bnxt NICs) as a /sys tree and an `ethtool -S` view (`HostViews`)
 `lldp.py`: `lldpcli -f json` per device (a SONiC switch advertising its port alias)
 `pods.py`: the Kubernetes pod list of the jobs
+`nccl.py`: NCCL Inspector's dump directory, a JSON-lines file per rank's process (`InspectorFiles`)
 """

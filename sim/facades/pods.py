@@ -18,7 +18,7 @@ from typing import Any
 from rocescope.sim.jobs import Job, Pod
 from rocescope.sim.topology import Topology
 
-__all__ = ["KUBEFLOW", "pod_list_json"]
+__all__ = ["KUBEFLOW", "pod_list_json", "pod_uid"]
 
 KUBEFLOW = "training.kubeflow.org"
 _EPOCH = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
@@ -30,8 +30,13 @@ def _host_ip(topology: Topology | None, host: str) -> str | None:
     return topology.nics_of(host)[0].ip
 
 
+def pod_uid(job: Job, pod: Pod) -> str:
+    """The pod's UID (what the kubelet's cgroup path and eBPF's QP owners carry), stable per job and pod."""
+    return str(uuid.UUID(bytes=hashlib.sha256(f"{job.job_id}/{pod.name}".encode()).digest()[:16], version=4))
+
+
 def _pod(job: Job, pod: Pod, topology: Topology | None, started: str) -> dict[str, Any]:
-    uid = str(uuid.UUID(bytes=hashlib.sha256(f"{job.job_id}/{pod.name}".encode()).digest()[:16], version=4))
+    uid = pod_uid(job, pod)
     job_uid = str(uuid.UUID(bytes=hashlib.sha256(job.job_id.encode()).digest()[:16], version=4))
     labels = {
         f"{KUBEFLOW}/job-name": job.name,

@@ -82,10 +82,12 @@ def _with_anomalies(rows: pl.DataFrame, mid: dt.datetime) -> pl.DataFrame:
     busiest = rows.filter(glitch).group_by("port").agg(pl.col("value").max()).sort("value")["port"][-1]
     one = glitch & (pl.col("port") == busiest)
     times = rows.filter(one)["ts"].sort()
+    # late in the run, where the counter holds far more than it moves in a poll (a real counter's age): a 0
+    # read on a counter younger than one poll's movement is indistinguishable from a clear, and is taken as one
     rows = rows.with_columns(
-        pl.when(one & (pl.col("ts") == times[40]))
+        pl.when(one & (pl.col("ts") == times[100]))
         .then(0.0)
-        .when(one & (pl.col("ts") == times[90]))
+        .when(one & (pl.col("ts") == times[125]))
         .then(float(2**64 - 1))
         .otherwise(pl.col("value"))
         .alias("value")

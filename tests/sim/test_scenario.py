@@ -59,6 +59,9 @@ def test_every_shipped_scenario_validates_and_builds() -> None:
         for g in world.truth:
             assert g.kind and g.devices and g.description, (name, g)
             assert 0 <= g.start_s < g.end_s <= sc.duration
+        for inc in world.ground_truth()["incidents"]:  # who caused it; whom it cost what (none before the run)
+            assert set(inc["culprit_jobs"]) <= set(inc["job_ids"]) | {j.job_id for j in world.jobs}, (name, inc)
+            assert inc["victim_jobs"] == [] and inc["gpu_seconds_lost"] == {}, name
     kinds = {inc.kind for name in SHIPPED - {"bad_day", "demo", "baseline"} for inc in load_scenario(name).incidents}
     assert kinds == {n for n in SHIPPED if n not in {"bad_day", "demo", "baseline"}}
     demo = load_scenario("demo")

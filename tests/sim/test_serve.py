@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime as dt
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -16,6 +17,8 @@ import pytest
 from rocescope.analysis.frames import Window
 from rocescope.analysis.run import analyze
 from rocescope.collectors.gnmi.collector import GnmiCollector
+from rocescope.collectors.nccl.parse import parse_inspector
+from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.collectors.snmp.collector import SnmpCollector, SnmpDevice
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store
@@ -37,8 +40,9 @@ def settings(tmp: Path) -> Settings:
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, RunSummary, ServeStats]:
-    cfg = settings(tmp_path_factory.mktemp("served"))
-    summary, stats = serve_scenario(cfg, SCENARIO, SECONDS)
+    tmp = tmp_path_factory.mktemp("served")
+    cfg = settings(tmp)
+    summary, stats = serve_scenario(cfg, SCENARIO, SECONDS, tmp / "out")  # out: the Inspector files stay
     return cfg, summary, stats
 
 
@@ -109,6 +113,28 @@ def test_pfc_storm_detector_finds_the_storm_on_served_data(served: tuple[Setting
     start_s = (storm.start - summary.start).total_seconds()
     end_s = (storm.end - summary.start).total_seconds()
     assert 58 <= start_s <= 63 and 87 <= end_s <= 92, (start_s, end_s)
+
+
+def test_ranks_write_inspector_files_the_real_parser_reads_as_the_fast_path_lands_them(
+    served: tuple[Settings, RunSummary, ServeStats],
+) -> None:
+    cfg, summary, stats = served
+    assert stats.nccl_dir is not None
+    files = sorted(stats.nccl_dir.iterdir())
+    assert files and all(re.fullmatch(r"gpu-\d{3}-pid\d+\.log", f.name) for f in files)
+    parsed = [parse_inspector(f.read_bytes(), f.name) for f in files]
+    assert sum(p.malformed for p in parsed) == 0
+    assert sum(p.rows for p in parsed) == stats.nccl_records == stats.nccl_rows_collected == summary.rows["collectives"]
+    key = ["host", "pid", "rank", "sequence", "bytes", "exec_time_us"]
+    with open_store(cfg.store) as store:
+        landed = pl.from_arrow(store.query_arrow(f"SELECT {', '.join(key)} FROM collectives"))
+    assert isinstance(landed, pl.DataFrame) and landed.height == stats.nccl_records
+    world = build_world(load_scenario(SCENARIO), SECONDS)
+    records: list[InspectorRecord] = []
+    simulate(world, snapshots=False, on_collectives=records.extend)
+    fast = pl.DataFrame([{k: getattr(r, k) for k in key} for r in records])
+    both = landed.with_columns(pl.col("host").cast(pl.String)).cast(fast.schema).sort(key)
+    assert both.equals(fast.sort(key))  # the same collectives, over files and the NCCL collector
 
 
 def test_snmp_facade_answers_a_real_walk_with_counters_moving() -> None:

@@ -358,9 +358,10 @@ def test_cli_report_writes_the_page(storm: Landed, tmp_path: Path) -> None:
     since = _since(storm).isoformat()
     result = CliRunner().invoke(app, ["--config", str(cfg), "report", "--from", since, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    assert "1 finding(s), 1 case(s), 2 plot(s)" in " ".join(result.output.split())
+    assert "1 finding(s), 1 case(s), 3 plot(s)" in " ".join(result.output.split())
     page = out.read_text()
-    assert count_svgs(page) == 2 and "pfc_storm" in page
+    assert count_svgs(page) == 3 and "pfc_storm" in page  # timeline, pause tree; who hurt whom (the jobs' side)
+    assert 'data-plot="blame"' in page
     fid = re.search(r'id="case-([0-9a-f]{8})"', page)
     assert fid is not None
     bad = CliRunner().invoke(

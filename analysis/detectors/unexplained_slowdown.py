@@ -1,0 +1,275 @@
+"""Unexplained slowdown: a training job's collectives run slow for a sustained time and no fabric finding
+explains it; the finding names the ranks that hold the others back (stragglers), their hosts and NICs.
+
+NCCL semantics (ring and tree alike, NVIDIA/nccl's `ncclKernel` steps): a rank cannot finish a step before
+its neighbours hand it data, so one rank that *arrives late* (issues the collective late: a slow GPU, a
+data-loader stall, a throttled host) holds every other rank in-kernel, waiting, until it arrives; then the
+collective runs at its usual speed. Hence:
+
+* every punctual rank's execution time grows by the straggler's delay, while the straggler's own kernel
+  starts last and waits least: its execution time stays near its baseline. A slow link or queue instead
+  slows the data of every step, and every rank alike, with no late arrival: that is the fabric's detectors'
+  domain, and what `ctx.prior` (their findings) explains;
+* with Inspector's verbose traces (`event_trace_ts`: `start_ts`, when each rank issued the collective), the
+  straggler is the rank that issues the same collective (communicator, sequence) last, by more than usual:
+  its lateness against the first rank, minus its own lateness in the baseline, which cancels the constant
+  offsets between host clocks;
+* without traces, it is the rank whose execution time grew least while the job's grew: the late rank waits
+  least in-kernel. A job whose ranks all slowed alike names no straggler (a shared cause: a fabric problem
+  no detector saw, or the job's own communication pattern).
+
+Method: each operation against the median of its (job, communicator, operation, peer, size) outside slow
+spells (two passes: the first marks the buckets that are slow against the median of everything, the second
+takes the baseline without them); per job and `bucket_s`, the median inflation; buckets at
+`min_inflation` or more joined into spells (gaps of `gap_buckets`), those of `min_seconds` or more that no
+earlier finding covers (the job among a finding's jobs, placed on its hosts or under its leaves, or paused
+by its spread: `rocescope.analysis.impact.candidate_jobs`) are findings. A rank is named when its score
+reaches `straggler_share`: with traces, its extra lateness over the latest rank's, when that explains at
+least `min_lateness_share` of the job's median extra time (less than all of it where a record sums several
+collectives, each delayed); else how much less than the job's median extra time it waited, over that. Its
+NIC comes from the job's placement on its host (`endpoints`): the only one, the one of the same global rank
+(a communicator spanning the whole job), or the NIC of its GPU's index.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from typing import Any
+
+import polars as pl
+from pydantic import Field
+
+from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.episodes import episodes
+from rocescope.analysis.findings import Finding
+from rocescope.analysis.impact import KEY, ImpactParams, began, candidate_jobs, usable
+
+KIND = "unexplained_slowdown"
+RANK = ["host", "pid", "communicator", "rank"]
+
+
+class SlowdownParams(Params):
+    lookback_s: float = Field(600.0, ge=0, description="Collectives read this far before the window (baseline).")
+    bucket_s: float = Field(5.0, gt=0, description="Bucket of the job's median inflation.")
+    min_inflation: float = Field(1.3, gt=1, description="Median execution time over baseline that is slow.")
+    min_seconds: float = Field(30.0, gt=0, description="A slow spell at least this long is a finding.")
+    gap_buckets: float = Field(2.0, ge=1, description="Slow buckets this many buckets apart are one spell.")
+    min_baseline: int = Field(5, ge=1, description="Baseline operations a (communicator, op, size) needs.")
+    straggler_share: float = Field(0.5, gt=0, le=1, description="Score from which a rank is named a straggler.")
+    min_lateness_share: float = Field(
+        0.1, gt=0, le=1, description="Extra lateness (traces) of the latest rank over the job's extra time that names."
+    )
+    max_named: int = Field(4, ge=1, description="Stragglers named at most.")
+    explain_slack_s: float = Field(10.0, ge=0, description="A finding this close in time may explain a spell.")
+    critical_inflation: float = Field(2.0, gt=1, description="Spells this slow are critical.")
+
+
+def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
+    """Rows with `bucket`, `base` (their baseline execution time), `ratio`, `excess_us` and `slow_bucket`."""
+    every = f"{round(p.bucket_s * 1000)}ms"
+    rows = rows.with_columns(bucket=pl.col("ts").dt.truncate(every))
+
+    def judged(base_rows: pl.DataFrame) -> pl.DataFrame:
+        base = (
+            base_rows.group_by(KEY)
+            .agg(base=pl.col("exec_time_us").median(), base_bw=pl.col("bus_bw_gbs").median(), _n=pl.len())
+            .filter(pl.col("_n") >= p.min_baseline)
+            .drop("_n")
+        )
+        return rows.join(base, on=KEY, how="inner").with_columns(
+            ratio=pl.col("exec_time_us") / pl.col("base"),
+            excess_us=(pl.col("exec_time_us") - pl.col("base")) * pl.col("weight"),
+        )
+
+    def slow_buckets(frame: pl.DataFrame) -> pl.DataFrame:
+        per = frame.group_by("job_id", "bucket").agg(inflation=pl.col("ratio").median())
+        return per.filter(pl.col("inflation") >= p.min_inflation).select("job_id", "bucket")
+
+    first = judged(rows)
+    clean = rows.join(slow_buckets(first), on=["job_id", "bucket"], how="anti")
+    second = judged(clean)
+    slow = slow_buckets(second).with_columns(slow_bucket=pl.lit(True))
+    return second.join(slow, on=["job_id", "bucket"], how="left").with_columns(pl.col("slow_bucket").fill_null(False))
+
+
+def _spells(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
+    per = judged.group_by("job_id", "bucket").agg(
+        inflation=pl.col("ratio").median(),
+        busbw=(pl.col("bus_bw_gbs") / pl.col("base_bw")).filter(pl.col("base_bw") > 0).median(),
+        excess_us=pl.col("excess_us").sum(),
+        slow=pl.col("slow_bucket").first(),
+    )
+    slow = per.filter(pl.col("slow")).with_columns(
+        ts=pl.col("bucket") + pl.duration(milliseconds=round(p.bucket_s * 1000)), dt_s=pl.lit(p.bucket_s)
+    )
+    if slow.is_empty():
+        return slow
+    return episodes(
+        slow,
+        ["job_id"],
+        gap_s=p.gap_buckets * p.bucket_s,
+        aggregations=[
+            pl.col("inflation").median().alias("inflation"),
+            pl.col("busbw").median().alias("busbw"),
+            (pl.col("excess_us").sum() / 1e6).alias("gpu_seconds"),
+        ],
+    )
+
+
+def _edges(
+    rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, p: SlowdownParams
+) -> tuple[dt.datetime, dt.datetime]:
+    """A spell's edges at the collectives' own times, not the buckets': from the first slow collective's start
+    to the last one's end, within a bucket of the spell's."""
+    edge = dt.timedelta(seconds=p.bucket_s)
+    slow = rows.filter(pl.col("ratio") >= p.min_inflation, pl.col("ts").is_between(start - edge, end + edge))
+    if slow.is_empty():
+        return start, end
+    first, last = slow.select(began().min().alias("first"), pl.col("ts").max().alias("last")).row(0)
+    return first, last
+
+
+def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta) -> list[Finding]:
+    """Earlier findings of another kind that overlap the spell and concern the job."""
+    return [
+        f
+        for f in ctx.prior
+        if f.kind != KIND and f.start <= end + slack and f.end >= start - slack and job in candidate_jobs(f, ctx.fabric)
+    ]
+
+
+def _scores(
+    rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, p: SlowdownParams
+) -> tuple[pl.DataFrame, str, float]:
+    """Per rank of one job: its straggler score (see the module docstring), the method and the job's median
+    extra time per operation (us)."""
+    during = rows.filter(pl.col("ts").is_between(start, end))
+    job_excess = float(during.select((pl.col("exec_time_us") - pl.col("base")).median()).item() or 0.0)
+    if job_excess <= 0 or during.select(pl.struct(RANK).n_unique()).item() < 2:
+        return pl.DataFrame(), "none", job_excess
+    traced = (
+        rows.filter(pl.col("start_ts").dt.epoch("us") > 0, pl.col("sequence") >= 0)
+        .with_columns(
+            lateness_us=(pl.col("start_ts") - pl.col("start_ts").min().over("communicator", "collective", "sequence"))
+            .dt.total_microseconds()
+            .cast(pl.Float64),
+            _ranks=pl.len().over("communicator", "collective", "sequence"),
+        )
+        .filter(pl.col("_ranks") >= 2)
+    )
+    if not traced.is_empty():
+        now = traced.filter(pl.col("ts").is_between(start, end))
+        late = now.group_by(RANK).agg(late=pl.col("lateness_us").median())
+        usual = traced.filter(~pl.col("slow_bucket")).group_by(RANK).agg(usual=pl.col("lateness_us").median())
+        both = late.join(usual, on=RANK, how="inner").with_columns(lateness_us=pl.col("late") - pl.col("usual"))
+        top = both["lateness_us"].max() if both.height >= 2 else None
+        # a record may sum several collectives (the late rank delays each of them): lateness explains a share
+        if isinstance(top, int | float) and top >= p.min_lateness_share * job_excess:
+            return both.with_columns(score=pl.col("lateness_us") / top), "event_trace", job_excess
+    own = during.group_by(RANK).agg(
+        own_excess_us=(pl.col("exec_time_us") - pl.col("base")).median(), own_inflation=pl.col("ratio").median()
+    )
+    return own.with_columns(score=(job_excess - pl.col("own_excess_us")) / job_excess), "exec_time", job_excess
+
+
+def _nic(ctx: Context, job: str, host: str, rank: int, ranks: int, gpu: int) -> str | None:
+    """The NIC a rank of `job` on `host` uses, from the placement (see the module docstring)."""
+    ep = ctx.frames.endpoints().filter(pl.col("job_id") == job)
+    mine = ep.filter(pl.col("host") == host).unique(["netdev"]).sort("netdev")
+    if mine.height == 1:
+        return str(mine["netdev"][0])
+    if ranks > 0 and ranks == ep.select(pl.struct("host", "netdev").n_unique()).item():
+        hit = mine.filter(pl.col("rank") == rank)
+        if hit.height == 1:
+            return str(hit["netdev"][0])
+    if 0 <= gpu < mine.height:
+        return str(mine.sort("rdma_dev")["netdev"][gpu])
+    return None
+
+
+def _stragglers(
+    ctx: Context, p: SlowdownParams, job: str, scored: pl.DataFrame, rows: pl.DataFrame
+) -> list[dict[str, Any]]:
+    if scored.is_empty():
+        return []
+    named = scored.filter(pl.col("score") >= p.straggler_share).sort("score", descending=True)
+    named = named.unique(["host", "pid"], keep="first", maintain_order=True).head(p.max_named)
+    info = rows.group_by(RANK).agg(pl.col("ranks").max(), pl.col("gpu").max())
+    out = []
+    for row in named.join(info, on=RANK, how="left").iter_rows(named=True):
+        nic = _nic(ctx, job, row["host"], int(row["rank"]), int(row["ranks"] or 0), int(row["gpu"] or -1))
+        entry: dict[str, Any] = {
+            "host": row["host"],
+            "nic": nic,
+            "rank": int(row["rank"]),
+            "communicator": row["communicator"],
+            "pid": int(row["pid"]),
+            "score": round(float(row["score"]), 3),
+        }
+        for k in ("lateness_us", "own_inflation"):
+            if k in row and row[k] is not None:
+                entry[k] = round(float(row[k]), 3)
+        out.append(entry)
+    return out
+
+
+def _summary(job: str, row: dict[str, Any], seconds: float, named: list[dict[str, Any]], method: str) -> str:
+    bw = f" (bus bandwidth {-(1 - row['busbw']):+.0%})" if row["busbw"] is not None else ""
+    head = (
+        f"unexplained slowdown: {job}'s collectives ran {row['inflation']:.2f}x their baseline{bw} for "
+        f"{seconds:.0f} s with no fabric finding on its hosts or paths"
+    )
+    if not named:
+        return head + "; all ranks slowed alike (no single straggler)"
+    who = ", ".join(f"rank {s['rank']} on {s['host']}" + (f" ({s['nic']})" if s["nic"] else "") for s in named)
+    how = "issues its collectives last, by the event traces" if method == "event_trace" else "waits least in-kernel"
+    return head + f"; straggler{'s' if len(named) > 1 else ''} the ring waits for: {who} ({how})"
+
+
+def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
+    rows = usable(ctx.frames.collectives(p.lookback_s, ImpactParams().after_s))  # the read impact makes too
+    if rows.is_empty():
+        return []
+    judged = _ratios(rows, p)
+    spells = _spells(judged, p)
+    findings = []
+    slack = dt.timedelta(seconds=p.explain_slack_s)
+    for row in spells.iter_rows(named=True) if not spells.is_empty() else ():
+        if row["end"] <= ctx.window.start:
+            continue
+        job = row["job_id"]
+        mine = judged.filter(pl.col("job_id") == job)
+        start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
+        seconds = (end - start).total_seconds()
+        if seconds < p.min_seconds - 1e-6 or _explained(ctx, job, start, end, slack):
+            continue
+        scored, method, job_excess = _scores(mine, start, end, p)
+        named = _stragglers(ctx, p, job, scored, mine)
+        hosts = sorted(set(mine["host"].to_list()))
+        findings.append(
+            Finding(
+                kind=KIND,
+                severity="critical" if row["inflation"] >= p.critical_inflation else "warning",
+                start=start,
+                end=end,
+                devices=tuple(dict.fromkeys(s["host"] for s in named)),
+                ports=tuple(dict.fromkeys(f"{s['host']}:{s['nic']}" for s in named if s["nic"])),
+                priority=-1,
+                score=max(0.0, float(row["gpu_seconds"])),
+                summary=_summary(job, row, seconds, named, method),
+                evidence={
+                    "job": job,
+                    "inflation": row["inflation"],
+                    "busbw_drop": None if row["busbw"] is None else 1 - row["busbw"],
+                    "excess_us_per_collective": job_excess,
+                    "straggler_method": method,
+                    "stragglers": named,
+                    "job_hosts": len(hosts),
+                },
+                job_ids=(job,),
+            )
+        )
+    return findings
+
+
+DETECTOR = Detector("unexplained_slowdown", "1", (KIND,), SlowdownParams, detect)

@@ -1,0 +1,329 @@
+"""What each finding cost each training job: the job's collectives during the finding against its own baseline.
+
+The numbers rest on how NCCL runs a collective:
+
+* a ring or tree collective ends for all its ranks together (each step waits for data from a neighbour), so a
+  problem anywhere on the job's paths, or one late rank, inflates every rank's execution time alike: the job
+  is measured as a whole, never host by host;
+* each row of `collectives` is one rank's (one GPU's) operation, so the time it ran beyond its baseline is GPU
+  time lost: GPU-seconds lost = sum over the job's rows that ran during the span (a collective hung through a
+  PFC storm ends after it) of (exec - baseline) x weight, where the
+  weight is the number of operations the row stands for (Inspector dumps a rank's latest operation per
+  interval: the gap in `sequence` since that rank's previous row; 1 where every operation is recorded; the
+  series' median gap where the gap is unknown, capped at ten times it across restarts and holes);
+* a row's baseline is the median execution time and bus bandwidth of the same job, communicator, operation,
+  peer and message size over `lookback_s` around the finding (before and after: a finding at the start of
+  the data still has one), outside every finding's span, so one problem never becomes another's baseline;
+* excesses are summed signed and the total clipped at zero: noise around the median cancels instead of
+  adding up (clipping each operation would count half of all noise as loss);
+* a collective hung until the data ends (a PFC deadlock) is never reported: a rank that reports nothing for
+  `min_silence_s` beyond its usual gap while the finding lasts and its job is placed lost that silence;
+* the interval means of Inspector's Prometheus aggregation (`inspector_prom_agg`) stand for an unknown
+  number of operations: they are left out.
+
+Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): a
+congestion finding (an incast, a storm...) before one that only changes how congestion is handled
+(`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs
+near it (same hosts or leaves), then the one naming fewer jobs (a storm on the job's own NIC before an incast
+that crosses the whole leaf). While the stronger claim lasts, the job's loss is that finding's only; equal
+claims each count it in full (two findings of one incident). How much an amplifier added to a congestion's
+loss is a counterfactual no measurement separates (the simulator's truth has it).
+
+A finding's jobs (`candidate_jobs`) are those it names, those its evidence says its pause spread to, and
+those placed on its hosts or under its leaves; each gets `impact` in the evidence: {job: {gpu_seconds_lost,
+exec_inflation, busbw_drop, collectives, ranks, hurt}}. `hurt` (a victim) needs a loss of `min_loss_share` of
+the baseline time of the collectives judged, and of `min_gpu_seconds`, so the noise of a healthy job is no
+damage and a few collectives hung through a storm are.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import logging
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+
+from rocescope.analysis.fabric import Fabric, split_ref
+from rocescope.analysis.findings import Finding
+
+log = logging.getLogger(__name__)
+
+__all__ = [
+    "KEY",
+    "ImpactParams",
+    "began",
+    "candidate_jobs",
+    "measure",
+    "overlapping",
+    "usable",
+    "with_impact",
+]
+
+#: What makes two operations comparable: the same job, communicator, operation, peer and message size.
+KEY = ["job_id", "communicator", "collective", "peer", "bytes"]
+#: Kinds that change how congestion is handled (lost CNPs: PFC instead of DCQCN; PFC off: drops instead of
+#: pauses) rather than cause it: what a job lost while a congestion finding overlaps them is that finding's.
+AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
+Span = tuple[dt.datetime, dt.datetime]
+#: A rank's series of operations (whose `sequence` gaps weigh its rows).
+SERIES = ["host", "pid", "communicator", "rank"]
+MAX_GAP_FACTOR = 10
+
+
+@dataclass(frozen=True)
+class ImpactParams:
+    #: baselines come from this far before and after the finding (and collectives are read this far back)
+    lookback_s: float = 600.0
+    #: collectives that end this long after the window are read too (hung through a deadlock, they end late)
+    after_s: float = 60.0
+    #: baseline rows a (job, communicator, operation, peer, size) needs to be judged
+    min_baseline: int = 5
+    #: a job counts as hurt (a victim) when it lost this share of its judged collectives' baseline GPU time
+    min_loss_share: float = 0.05
+    #: ... and at least this many GPU-seconds
+    min_gpu_seconds: float = 0.5
+    #: finding spans are widened by this much when left out of baselines (the slowdown's ramp)
+    exclude_margin_s: float = 5.0
+    #: a rank that reports nothing for this long beyond its usual gap, during a finding, is stalled
+    min_silence_s: float = 30.0
+
+
+def usable(coll: pl.DataFrame) -> pl.DataFrame:
+    """The attributed collectives impact can count (a job, a time, not interval means), with `weight`: the
+    operations each row stands for (see the module docstring)."""
+    rows = coll.filter(
+        (pl.col("job_id") != "") & (pl.col("source") != "inspector_prom_agg") & (pl.col("exec_time_us") > 0)
+    ).sort([*SERIES, "ts"])
+    gap = (pl.col("sequence") - pl.col("sequence").shift(1).over(SERIES)).cast(pl.Float64)
+    known = pl.when((pl.col("sequence") >= 0) & (pl.col("_gap") >= 1)).then(pl.col("_gap"))
+    return (
+        rows.with_columns(_gap=gap)
+        .with_columns(_gap=known)
+        .with_columns(_median=pl.col("_gap").median().over(SERIES).fill_null(1.0))
+        .with_columns(
+            weight=pl.min_horizontal(pl.col("_gap").fill_null(pl.col("_median")), MAX_GAP_FACTOR * pl.col("_median"))
+        )
+        .drop("_gap", "_median")
+    )
+
+
+def overlapping(starts: pl.Series, ends: pl.Series, spans: Iterable[tuple[dt.datetime, dt.datetime]]) -> pl.Series:
+    """Whether each [start, end] overlaps one of the spans. The spans are merged (disjoint, sorted), so only the
+    last one that starts by a row's end can overlap it: one as-of join."""
+    merged: list[list[dt.datetime]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    if not merged or starts.is_empty():
+        return pl.Series("overlaps", [False] * starts.len(), pl.Boolean)
+    intervals = pl.DataFrame(
+        {"_s": [s for s, _ in merged], "_e": [e for _, e in merged]},
+        schema={"_s": ends.dtype, "_e": ends.dtype},
+    )
+    frame = pl.DataFrame({"_from": starts, "_to": ends}).with_row_index("_i").sort("_to")
+    hit = frame.join_asof(intervals, left_on="_to", right_on="_s", strategy="backward")
+    hit = hit.with_columns(overlaps=pl.col("_e").is_not_null() & (pl.col("_e") >= pl.col("_from"))).sort("_i")
+    return hit["overlaps"]
+
+
+def began() -> pl.Expr:
+    """When each collective began: its end less its execution time (a collective hung through a PFC storm
+    ends after it, yet ran during it)."""
+    return pl.col("ts") - pl.duration(microseconds=pl.col("exec_time_us").round().cast(pl.Int64))
+
+
+def measure(
+    rows: pl.DataFrame,
+    targets: pl.DataFrame,
+    excluded: Sequence[tuple[dt.datetime, dt.datetime]],
+    p: ImpactParams,
+    carved: Mapping[tuple[int, str], Sequence[Span]] | None = None,
+) -> pl.DataFrame:
+    """Per target (`fid`, `job_id`, `start`, `end`, `placed_until`): the job's operations that ran during
+    [start, end] against their baseline (`usable` rows; `excluded`: spans kept out of every baseline), and its
+    stalled ranks' silence (`_silences`). Columns: fid, job_id,
+    gpu_seconds_lost, exec_inflation, busbw_drop, collectives, ranks, baseline_exec_us, exec_us,
+    baseline_gpu_seconds. `carved`: (fid, job) -> spans whose operations that target does not count."""
+    empty = pl.DataFrame(
+        schema={
+            "fid": pl.Int64,
+            "job_id": pl.String,
+            "gpu_seconds_lost": pl.Float64,
+            "exec_inflation": pl.Float64,
+            "busbw_drop": pl.Float64,
+            "collectives": pl.Float64,
+            "ranks": pl.UInt32,
+            "baseline_exec_us": pl.Float64,
+            "exec_us": pl.Float64,
+            "baseline_gpu_seconds": pl.Float64,
+        }
+    )
+    if rows.is_empty() or targets.is_empty():
+        return empty
+    lookback = dt.timedelta(seconds=p.lookback_s)
+    cols = [*KEY, "ts", "host", "pid", "rank", "exec_time_us", "bus_bw_gbs", "weight"]
+    rows = rows.select(cols).with_columns(began=began())
+    jobs_rows = rows.join(targets, on="job_id")
+    during = jobs_rows.filter((pl.col("ts") >= pl.col("start")) & (pl.col("began") <= pl.col("end")))
+    for (fid, job), spans in (carved or {}).items():
+        mine = (pl.col("fid") == fid) & (pl.col("job_id") == job)
+        hit = overlapping(during["began"], during["ts"], spans)
+        during = during.filter(~(mine & pl.lit(hit)))
+    clean = rows.filter(~overlapping(rows["began"], rows["ts"], excluded))
+    base = (
+        clean.join(targets, on="job_id")
+        .filter(pl.col("ts").is_between(pl.col("start") - lookback, pl.col("end") + lookback))
+        .group_by("fid", *KEY)
+        .agg(
+            base_exec=pl.col("exec_time_us").median(),
+            base_bw=pl.col("bus_bw_gbs").filter(pl.col("bus_bw_gbs").is_not_nan()).median(),
+            base_n=pl.len(),
+        )
+        .filter(pl.col("base_n") >= p.min_baseline)
+    )
+    judged = during.join(base, on=["fid", *KEY], how="inner")
+    out = judged.group_by("fid", "job_id").agg(
+        gpu_seconds_lost=(((pl.col("exec_time_us") - pl.col("base_exec")) * pl.col("weight")).sum() / 1e6).clip(0.0),
+        exec_inflation=(pl.col("exec_time_us") / pl.col("base_exec")).median(),
+        busbw_drop=1.0 - (pl.col("bus_bw_gbs") / pl.col("base_bw")).filter(pl.col("base_bw") > 0).median(),
+        collectives=pl.col("weight").sum(),
+        ranks=pl.struct("host", "rank").n_unique(),
+        baseline_exec_us=pl.col("base_exec").median(),
+        exec_us=pl.col("exec_time_us").median(),
+        baseline_gpu_seconds=(pl.col("base_exec") * pl.col("weight")).sum() / 1e6,
+    )
+    silent = _silences(rows, targets, p)
+    out = out.join(silent, on=["fid", "job_id"], how="full", coalesce=True).with_columns(
+        gpu_seconds_lost=pl.col("gpu_seconds_lost").fill_null(0.0) + pl.col("silent_gpu_seconds").fill_null(0.0),
+        ranks=pl.max_horizontal(pl.col("ranks").fill_null(0), pl.col("silent_ranks").fill_null(0)),
+        collectives=pl.col("collectives").fill_null(0.0),
+        baseline_gpu_seconds=pl.col("baseline_gpu_seconds").fill_null(0.0),
+    )
+    return out.select(empty.columns).cast(empty.schema).sort("fid", "job_id")
+
+
+def _silences(rows: pl.DataFrame, targets: pl.DataFrame, p: ImpactParams) -> pl.DataFrame:
+    """Per target, the GPU time of ranks stalled in a collective the data never reports (a PFC deadlock holds
+    it until the run or the job ends): a rank silent for `min_silence_s` beyond its usual gap between
+    reports, while the finding lasts and the job is placed (`placed_until`), lost that silence."""
+    series = (
+        rows.select(*SERIES, "job_id", "ts", "began")
+        .sort(*SERIES, "ts")
+        .with_columns(next_began=pl.col("began").shift(-1).over(SERIES))
+        .with_columns(gap=pl.col("next_began") - pl.col("ts"))
+        .with_columns(quiet_from=pl.col("ts") + pl.col("gap").median().over(SERIES).fill_null(dt.timedelta(0)))
+    )
+    quiet = series.join(targets, on="job_id").with_columns(
+        _from=pl.max_horizontal("quiet_from", "start"),
+        _to=pl.min_horizontal(pl.col("next_began").fill_null(pl.col("end")), "end", "placed_until"),
+    )
+    silence = (pl.col("_to") - pl.col("_from")).dt.total_microseconds() / 1e6
+    stalled = quiet.filter(
+        (pl.col("next_began").fill_null(pl.col("end")) - pl.col("quiet_from")).dt.total_microseconds() / 1e6
+        >= p.min_silence_s,
+        silence > 0,
+    )
+    return stalled.group_by("fid", "job_id").agg(
+        silent_gpu_seconds=silence.sum(), silent_ranks=pl.struct(SERIES).n_unique()
+    )
+
+
+def _hosts_of(f: Finding, fabric: Fabric) -> set[str]:
+    return (set(f.devices) | {split_ref(r)[0] for r in f.ports}) & fabric.hosts
+
+
+def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:
+    """The jobs a finding may have hurt: those it names, those its pause spread to (evidence), those placed
+    on its hosts or with a NIC under one of its leaves while it lasted."""
+    jobs = set(f.job_ids or ())
+    for key in ("jobs_paused_by_spread", "jobs_paused_behind"):
+        more = f.evidence.get(key)
+        if isinstance(more, list):
+            jobs |= {str(j) for j in more}
+    hosts, devices = _hosts_of(f, fabric), set(f.devices)
+    for p in fabric.placements:
+        if p.valid_from > f.end or p.valid_to < f.start:
+            continue
+        if p.host in hosts or fabric.leaf_of(p.host, p.netdev) in devices:
+            jobs.add(p.job_id)
+    return jobs
+
+
+def _claim(f: Finding, job: str) -> tuple[bool, bool, int]:
+    """How directly a finding claims a job, stronger first: it causes congestion (not an amplifier), it names
+    the job, it names few jobs."""
+    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), -len(f.job_ids or ()))
+
+
+def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:
+    """(finding, job) -> the spans of overlapping findings that claim the job more directly (see the module
+    docstring): while they last, the job's loss is theirs."""
+    out: dict[tuple[int, str], list[Span]] = {}
+    for i, f in enumerate(findings):
+        for k, g in enumerate(findings):
+            if k == i or g.kind == "unexplained_slowdown" or g.start > f.end or g.end < f.start:
+                continue
+            for job in jobs[i] & jobs[k]:
+                if _claim(g, job) > _claim(f, job):
+                    out.setdefault((i, job), []).append((g.start, g.end))
+    return out
+
+
+def _rounded(row: dict[str, Any]) -> dict[str, Any]:
+    def r(v: Any, n: int) -> Any:
+        return None if v is None or v != v else round(float(v), n)
+
+    return {
+        "gpu_seconds_lost": r(row["gpu_seconds_lost"], 3),
+        "exec_inflation": r(row["exec_inflation"], 3),
+        "busbw_drop": r(row["busbw_drop"], 3),
+        "collectives": r(row["collectives"], 1),
+        "ranks": int(row["ranks"]),
+        "baseline_exec_us": r(row["baseline_exec_us"], 1),
+        "exec_us": r(row["exec_us"], 1),
+    }
+
+
+def with_impact(
+    findings: Sequence[Finding], coll: pl.DataFrame, fabric: Fabric, p: ImpactParams | None = None
+) -> list[Finding]:
+    """The findings with `impact` in their evidence: an entry per candidate job with collectives to judge
+    (`coll`: attributed collectives, `rocescope.analysis.collectives.ATTRIBUTED_SCHEMA`, read `lookback_s`
+    before the window); {} when none of its jobs has. Without any collectives recorded, nothing is measured:
+    the findings are returned unchanged."""
+    p = p or ImpactParams()
+    rows = usable(coll)
+    if rows.is_empty() or not findings:
+        return list(findings)
+    jobs = [candidate_jobs(f, fabric) for f in findings]
+    placed: dict[str, dt.datetime] = {}
+    for pl_ in fabric.placements:
+        placed[pl_.job_id] = max(placed.get(pl_.job_id, pl_.valid_to), pl_.valid_to)
+    targets = [
+        (i, job, f.start, f.end, placed.get(job, f.end)) for i, f in enumerate(findings) for job in sorted(jobs[i])
+    ]
+    if not targets:
+        return [f.with_(evidence={**f.evidence, "impact": {}}) for f in findings]
+    ts = rows.schema["ts"]
+    schema: dict[str, pl.DataType] = {
+        "fid": pl.Int64(),
+        "job_id": pl.String(),
+        "start": ts,
+        "end": ts,
+        "placed_until": ts,
+    }
+    frame = pl.DataFrame(targets, schema=schema, orient="row")
+    margin = dt.timedelta(seconds=p.exclude_margin_s)
+    measured = measure(rows, frame, [(f.start - margin, f.end + margin) for f in findings], p, _carved(findings, jobs))
+    per_finding: dict[int, dict[str, dict[str, Any]]] = {}
+    for row in measured.iter_rows(named=True):
+        entry = _rounded(row)
+        lost = entry["gpu_seconds_lost"] or 0.0
+        entry["hurt"] = bool(lost >= p.min_loss_share * row["baseline_gpu_seconds"] and lost >= p.min_gpu_seconds)
+        per_finding.setdefault(int(row["fid"]), {})[row["job_id"]] = entry
+    return [f.with_(evidence={**f.evidence, "impact": per_finding.get(i, {})}) for i, f in enumerate(findings)]

@@ -1,0 +1,174 @@
+"""Impact, blame and unexplained slowdowns from NCCL collective timings landed in a real store through the real
+Inspector parser, timed with NCCL's semantics (tests/analysis/nccl_jobs.py): a ring waits for its slowest
+member, a straggler is found at its host with or without event traces, one job's incast costs another GPU
+time, and a healthy job next to it is no victim."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import polars as pl
+import pytest
+from nccl_jobs import INCAST, RingJob, incast_between_jobs, land_collectives, one_leaf
+
+from rocescope.analysis.blame import who_hurt_whom
+from rocescope.analysis.collectives import job_collectives
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.findings import Finding
+from rocescope.analysis.frames import Frames
+from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
+from rocescope.analysis.run import analyze
+from rocescope.pipeline.store import Store
+
+from telemetry import Telemetry, steps
+
+HOSTS = tuple(f"node-{i}" for i in range(8))
+SLOW = (120.0, 200.0)
+
+
+def _within(got: float, want: float, tolerance: float = 0.2) -> bool:
+    return abs(got - want) <= tolerance * want
+
+
+def _straggler_job(store: Store, now: dt.datetime, traced: bool) -> tuple[Telemetry, RingJob]:
+    """Eight ranks, one per host; rank 5 (node-5) issues its collectives 15 ms late from 120 s to 200 s (a slow
+    GPU: the fabric is clean). Host clocks are offset by up to 40 ms, as gettimeofday on different hosts is."""
+    t = Telemetry(now, 300)
+    skew = {h: 5_000.0 * ((-1) ** i) * i for i, h in enumerate(HOSTS)}
+    job = RingJob("team-a/train", HOSTS, "0x5a", traced=traced, late={5: steps((*SLOW, 15_000.0))}, skew_us=skew)
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    return t, job
+
+
+@pytest.mark.parametrize("traced", [False, True], ids=["exec_times", "event_traces"])
+def test_a_ring_waits_for_its_straggler_and_the_straggler_is_named_at_its_host(
+    store: Store, now: dt.datetime, traced: bool
+) -> None:
+    t, job = _straggler_job(store, now, traced)
+    result = analyze(store, t.window, write=False)
+    assert not result.failed, result.failed
+    (slow,) = result.findings
+    assert slow.kind == "unexplained_slowdown" and slow.job_ids == (job.job_id,)
+    assert slow.devices == ("node-5",) and slow.ports == ("node-5:eth0",)
+    assert slow.evidence["straggler_method"] == ("event_trace" if traced else "exec_time")
+    (straggler,) = slow.evidence["stragglers"]
+    assert straggler["rank"] == 5 and straggler["nic"] == "eth0"
+    assert abs((slow.start - t.window.start).total_seconds() - SLOW[0]) <= 10
+    assert abs((slow.end - t.window.start).total_seconds() - SLOW[1]) <= 10
+    impact = slow.evidence["impact"][job.job_id]
+    assert impact["hurt"] and impact["exec_inflation"] > 1.3
+    assert _within(impact["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+    assert slow.evidence["blame"] == {
+        "culprit_jobs": [], "culprit_shares": {}, "victim_jobs": [job.job_id], "cause": "a straggler in the job",
+        "measured": True,
+    }  # fmt: skip
+
+
+def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5b", slow=steps((*SLOW, 1.6), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    (slow,) = analyze(store, t.window, write=False).findings
+    assert slow.kind == "unexplained_slowdown" and slow.devices == () and slow.evidence["stragglers"] == []
+    assert "all ranks slowed alike" in slow.summary
+    assert _within(slow.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+
+
+def test_one_jobs_incast_costs_the_other_gpu_seconds_and_explains_its_slowdown(store: Store, now: dt.datetime) -> None:
+    t, victim, culprit = incast_between_jobs(store, now)
+    result = analyze(store, t.window, write=False)
+    assert not result.failed, result.failed
+    assert [f.kind for f in result.findings] == ["incast"]  # the victim's slowdown is explained: no other finding
+    (incast,) = result.findings
+    assert set(incast.job_ids or ()) == {victim.job_id, culprit.job_id}
+    impact = incast.evidence["impact"]
+    assert impact[victim.job_id]["hurt"] and not impact[culprit.job_id]["hurt"]
+    assert _within(impact[victim.job_id]["gpu_seconds_lost"], victim.lost_gpu_seconds(*INCAST))
+    assert impact[victim.job_id]["busbw_drop"] > 0.3  # 1.8x slower: bus bandwidth down ~44%
+    blame = incast.evidence["blame"]
+    assert blame["culprit_jobs"] == [culprit.job_id] and blame["victim_jobs"] == [victim.job_id]
+    (edge,) = who_hurt_whom([{"kind": f.kind, "evidence": f.evidence} for f in result.findings])
+    assert (edge.culprit, edge.victim) == (culprit.job_id, victim.job_id)
+    assert edge.gpu_seconds_lost == pytest.approx(impact[victim.job_id]["gpu_seconds_lost"])
+
+
+def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now: dt.datetime) -> None:
+    """Inspector dumps a rank's latest collective per interval: every 4th sequence number here. Each record then
+    stands for four collectives, and the loss estimated from the samples matches the loss of all of them."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5c", slow=steps((*SLOW, 1.5), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, [r for r in job.records(now, 300) if r.sequence % 4 == 0])
+    frames = Frames(store, t.window)
+    coll = frames.collectives(600)
+    assert usable(coll)["weight"].unique().to_list() == [4.0]
+    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
+    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
+    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
+    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+
+
+def test_baselines_leave_out_every_findings_span(store: Store, now: dt.datetime) -> None:
+    """A slow spell that another finding covers is no baseline: against a baseline taken from it, the job's
+    second spell would look healthy."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5d", slow=steps((20.0, 110.0, 2.0), (*SLOW, 2.0), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    frames = Frames(store, t.window)
+    at = [(now + dt.timedelta(seconds=a), now + dt.timedelta(seconds=b)) for a, b in ((20.0, 110.0), SLOW)]
+    findings = [Finding("link_flap", "warning", a, b, ("leaf1",), (), -1, 1.0, "x") for a, b in at]
+    measured = with_impact(findings, frames.collectives(600), Fabric.from_frames(frames), ImpactParams(lookback_s=120))
+    for f, (a, b) in zip(measured, (((20.0, 110.0)), SLOW), strict=True):
+        assert _within(f.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(a, b))
+
+
+def test_overlapping_merges_spans_and_sees_long_rows_across_them() -> None:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def at(*seconds: float) -> pl.Series:
+        return pl.Series("t", [t0 + dt.timedelta(seconds=s) for s in seconds], pl.Datetime("ns", "UTC"))
+
+    spans = [(t0 + dt.timedelta(seconds=a), t0 + dt.timedelta(seconds=b)) for a, b in ((5, 10), (11, 15), (-9, 0))]
+    # points in and out of the spans, a row after them, a row across two spans, a row between two
+    starts, ends = at(0, 5, 10, 15, 25, 40, 20, 4, 10.2), at(0, 5, 10, 15, 25, 40, 30, 16, 10.8)
+    assert overlapping(starts, ends, spans).to_list() == [True, True, True, True, False, False, False, True, False]
+    assert overlapping(at(14, 2), at(16, 3), spans).to_list() == [True, False]
+    assert overlapping(starts, ends, []).to_list() == [False] * 9
+
+
+def test_collectives_of_no_job_are_not_counted(store: Store, now: dt.datetime) -> None:
+    """Collectives on a host no job is placed on carry no job: impact leaves them out."""
+    job = RingJob("team-x/orphan", HOSTS[:2], "0x5e")
+    land_collectives(store, job.records(now, 30))
+    coll = job_collectives(store, Telemetry(now, 30).window)
+    assert coll.height == 2 * 120 and set(coll["attribution"]) == {"none"}
+    assert usable(coll).is_empty()
+
+
+def test_ranks_stalled_in_a_collective_never_reported_lose_their_silence(store: Store, now: dt.datetime) -> None:
+    """A PFC deadlock holds the ring's collective from 120 s to the end of the data: Inspector never reports it.
+    Every rank, silent far beyond its usual gap while the deadlock lasts, lost that time."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5f")
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
+    frames = Frames(store, t.window)
+    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    deadlock = Finding("pfc_deadlock", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
+    (measured,) = with_impact([deadlock], frames.collectives(600, 60), Fabric.from_frames(frames))
+    impact = measured.evidence["impact"][job.job_id]
+    assert impact["hurt"] and impact["ranks"] == len(HOSTS) and impact["collectives"] == 0
+    assert _within(impact["gpu_seconds_lost"], len(HOSTS) * 170.0, 0.02)
