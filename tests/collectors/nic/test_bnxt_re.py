@@ -16,6 +16,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from sysfs_tree import link, write
 
 from rocescope.collectors.nic.collector import NicCollector
 from rocescope.collectors.nic.host import LiveHost
@@ -46,16 +47,6 @@ RDMA_METRICS = {
     "duplicate_request",
     "rx_write_requests",
 }
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
-
-
-def link(path: Path, target: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.symlink_to(target)
 
 
 def thor_host(root: Path, tree: Path, rdma_name: str = "bnxt_re0", device_link: bool = True) -> Path:

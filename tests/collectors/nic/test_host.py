@@ -19,6 +19,7 @@ from pathlib import Path
 
 import polars as pl
 import pytest
+from sysfs_tree import link, write
 
 from rocescope.collectors.nic.collector import NicCollector
 from rocescope.collectors.nic.ethtool import parse_ethtool_stats
@@ -31,16 +32,6 @@ MLX5 = REAL / "01_ethtool" / "ethq_mlx5_core_cx4_ethtool-S.txt"
 BNXT = REAL / "01_ethtool" / "ethq_bnxt_en_ethtool-S.txt"
 DUMP = REAL / "02_rdma" / "procfs_fixture_mlx5_0_sysfs.txt"
 TS = dt.datetime(2026, 3, 1, 12, 0, 0, tzinfo=dt.UTC)
-
-
-def write(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text + "\n")
-
-
-def link(path: Path, target: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.symlink_to(target)
 
 
 def pci_function(
