@@ -1,28 +1,75 @@
-"""Simulated runs landed once per test session, analyzed by many tests.
+"""Simulated runs landed once per test run, analyzed by many tests.
 
-Each scenario lands through the real pipeline (embedded sink) into its own database of one chdb
-directory; the store is closed after landing (chdb serves one directory per process at a time), and a
-test opens it again with `Landed.open()` (tests/analysis/landed.py).
+Each scenario lands through the real pipeline (embedded sink) into its own database of the worker's one
+chdb directory (chdb serves one directory per process, for the process's life); the store is closed after
+landing, and a test opens it again with `Landed.open()` (tests/analysis/landed.py). Under pytest-xdist the
+workers share the simulations: the first worker to ask for a run lands it and leaves its rows (Arrow files)
+and summary in the run's shared temp directory, under a file lock; another worker asking for the same run
+inserts those rows into a database of its own (the materialized views make the rollups again).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import fcntl
+import hashlib
+import pickle
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
+import pyarrow.feather as feather
 import pytest
 
+from rocescope import schema
 from rocescope.config import Settings, StoreConfig
-from rocescope.sim.run import run_scenario
+from rocescope.pipeline.migrations import migrate
+from rocescope.pipeline.store import ChdbStore
+from rocescope.sim.run import RunSummary, run_scenario
 from rocescope.sim.scenario import Scenario, load_scenario
 
 from landed import Landed
 
+#: what a landed run's rows are: the streams and the ground truth (rollups follow from their views)
+SHARED_TABLES = (*schema.STREAMS, "incidents")
+
+
+@contextmanager
+def _locked(path: Path) -> Iterator[None]:
+    with open(path, "w") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _share(shared: Path, root: Path, db: str, summary: RunSummary) -> None:
+    shared.mkdir()
+    with ChdbStore(root, db) as store:
+        for table in SHARED_TABLES:
+            feather.write_feather(store.query_arrow(f"SELECT * FROM `{db}`.`{table}`"), shared / f"{table}.arrow")
+    (shared / "summary.pickle").write_bytes(pickle.dumps(summary))
+
+
+def _copy(shared: Path, root: Path, db: str) -> RunSummary:
+    with ChdbStore(root, db) as store:
+        migrate(store, ttl_days=0)
+        for table in SHARED_TABLES:
+            rows = feather.read_table(shared / f"{table}.arrow")
+            if rows.num_rows:
+                store.insert(table, rows)
+    summary: RunSummary = pickle.loads((shared / "summary.pickle").read_bytes())
+    return summary
+
 
 @pytest.fixture(scope="session")
-def land(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Landed]:
+def land(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Landed]:
     """land(scenario name or Scenario, seed=None, duration_s=None) -> Landed, cached per arguments."""
     root = tmp_path_factory.mktemp("landed")
+    base = tmp_path_factory.getbasetemp()
+    shared = (base.parent if worker_id != "master" else base) / "landed-shared"
+    shared.mkdir(exist_ok=True)
     cache: dict[tuple[Any, ...], Landed] = {}
 
     def _land(scenario: str | Scenario, seed: int | None = None, duration_s: float | None = None) -> Landed:
@@ -32,8 +79,15 @@ def land(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Landed]:
         key = (sc.model_dump_json(), duration_s)
         if key not in cache:
             db = f"t{len(cache)}_{sc.name}".replace("-", "_")
-            settings = Settings(store=StoreConfig(path=root, database=db, ttl_days=0))
-            cache[key] = Landed(root, db, run_scenario(settings, sc, duration_s))
+            run = shared / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+            with _locked(run.with_suffix(".lock")):
+                if run.exists():
+                    summary = _copy(run, root, db)
+                else:
+                    settings = Settings(store=StoreConfig(path=root, database=db, ttl_days=0))
+                    summary = run_scenario(settings, sc, duration_s)
+                    _share(run, root, db, summary)
+            cache[key] = Landed(root, db, summary)
         return cache[key]
 
     return _land

@@ -70,7 +70,7 @@ def test_a_one_sample_glitch_is_stepped_over_and_an_absurd_increase_gives_no_rat
     assert r["Ethernet0"]["dt_s"].to_list() == [1, 1, 2, 1, 2, 1]
     assert r["Ethernet4"]["rate"].to_list() == [1e6]
     t = frames.totals(["tx_bytes"], bucket_s=100).filter(pl.col("port") == "Ethernet0")
-    assert t["delta"].to_list() == [7e9]  # every byte once, through the glitches
+    assert t["delta"].sum() == 7e9  # every byte once, through the glitches (in one bucket or two: `now` decides)
 
 
 def test_totals_sum_every_increase_once(store: Store, now: dt.datetime) -> None:

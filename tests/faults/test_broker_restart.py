@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from rocescope.config import SinkConfig
+from rocescope.config import KafkaConfig, SinkConfig
 from rocescope.pipeline.kafka import KafkaTransport
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
@@ -49,10 +49,14 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
 ) -> None:
     started = time.monotonic()
     cfg = durable_broker.kafka_config(partitions=3, idempotence=False)
+    KafkaTransport(cfg).ensure_topics(["counters"])
+    with ChdbStore(tmp_path / "chdb") as store:  # closed however the test ends: the next serial test opens its own
+        migrate(store, ttl_days=0)
+        _restart_twice(durable_broker, cfg, store, started)
+
+
+def _restart_twice(durable_broker: Broker, cfg: KafkaConfig, store: ChdbStore, started: float) -> None:
     transport = KafkaTransport(cfg)
-    transport.ensure_topics(["counters"])
-    store = ChdbStore(tmp_path / "chdb")
-    migrate(store, ttl_days=0)
     sink = Sink(
         transport.consumer("faults-broker", ["counters"]),
         store,
@@ -110,6 +114,5 @@ def test_broker_killed_twice_mid_stream_store_holds_the_log_exactly_once(
         f"commit_errors={metrics.value('rocescope_sink_commit_errors_total'):.0f} "
         f"test_s={time.monotonic() - started:.1f}"
     )
-    store.close()
     assert producer.producer.failed == 0 and produced.refused == 0, "the producer dropped batches"
     assert exactly_once_problems(produced.rows, got) == []
