@@ -20,9 +20,10 @@ Every incident yields one ground-truth row (`incidents` table): kind, window, th
 cross the incident's ports (placed jobs only: traffic no inventory knows cannot be named), devices
 (root first), ports as `device:port` (port names as the `counters` table has them), priority and a
 description; and `culprit_jobs`, the placed jobs whose traffic caused it: a fan-in's job (its `owner` when it
-is a training job's own traffic; none when it belongs to no placed job), the deadlock loop's job, the
-elephants' job, the jobs placed on a storming or CNP-ignoring NIC; none for faults and configuration
-(link flaps, optics, PFC or CNP queue misconfiguration, polarized hashing) and stragglers. The jobs each
+is a training job's own traffic; none when it belongs to no placed job), the elephants' job, the jobs
+placed on a storming or CNP-ignoring NIC; none for faults and configuration (a route loop's deadlock: the
+loop, not the traffic caught in it, is the cause; link flaps, optics, PFC or CNP queue misconfiguration,
+polarized hashing) and stragglers. The jobs each
 incident slowed and the GPU time they lost are measured after the run (`rocescope.sim.impact`).
 """
 
@@ -225,7 +226,7 @@ class Arming:
         loop = tuple(dict.fromkeys(p.device for p in ring))
         what = "pfc_deadlock: a route loop " + " -> ".join(ref(p) for p in ring) + " closes a buffer dependency"
         refs = tuple(ref(p) for p in ring)
-        return GroundTruth(inc.kind, start, end, jobs, loop, refs, self.lossless, what, self.placed_only([job.job_id]))
+        return GroundTruth(inc.kind, start, end, jobs, loop, refs, self.lossless, what)
 
     def _cnp_loss(self, inc: CnpLoss, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
