@@ -79,6 +79,9 @@ class GroundTruth:
     culprit_jobs: tuple[str, ...] = ()
     #: a straggler: (job, rank) of the slow GPU
     slow_rank: tuple[str, int] | None = None
+    #: False when nothing a collector reads could show it (`World.mark_unobservable`): scored neither as found
+    #: nor as missed
+    observable: bool = True
 
     def as_dict(self, run_start: dt.datetime) -> dict[str, Any]:
         return {
@@ -93,6 +96,7 @@ class GroundTruth:
             "priority": self.priority,
             "description": self.description,
             "culprit_jobs": list(self.culprit_jobs),
+            "observable": self.observable,
         }
 
 

@@ -23,6 +23,8 @@ scenarios in turn (so N seeds cost N served runs per kind). The rules:
 * delay = best finding's start - incident start (0 when it starts before), in seconds and in units of
   the coarsest cadence in play: the slowest metric group the kind's evidence comes from (`KIND_GROUPS`)
   under the profile, never finer than the poll (SONiC watermarks: 60 s; ports: 1 s);
+* an incident the truth marks unobservable (nothing collected could show it: degraded optics on a link no
+  frame crossed) counts neither as found nor as missed; a finding matching it still counts as true;
 * a ratio with nothing to count (no finding, no incident, nothing matched) is `-` (None), never 1.0.
 
 Clean baselines count every finding as a false positive. `scores_table` shows the scores in a terminal,
@@ -111,6 +113,8 @@ class Truth:
     culprit_jobs: tuple[str, ...] = ()
     victim_jobs: tuple[str, ...] = ()
     gpu_seconds_lost: Mapping[str, float] = field(default_factory=dict)
+    #: False: nothing collected could show it (scored neither as found nor as missed)
+    observable: bool = True
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Truth:
@@ -124,6 +128,7 @@ class Truth:
             tuple(d.get("culprit_jobs", ())),
             tuple(d.get("victim_jobs", ())),
             dict(d.get("gpu_seconds_lost", {})),
+            bool(d.get("observable", True)),
         )
 
 
@@ -228,7 +233,7 @@ def score(
     def slack(kind: str) -> dt.timedelta:
         return dt.timedelta(seconds=tolerance * of(kind).cadence_s)
 
-    for t in truths:
+    for t in (t for t in truths if t.observable):
         s = of(t.kind)
         s.incidents += 1
         hits = [f for f in findings if _matches(f, t, slack(t.kind))]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Callable, Collection, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -63,6 +63,17 @@ class World:
         if self.impacts is None:
             self.impacts = incident_impacts(self)
         return self.impacts
+
+    def mark_unobservable(self) -> None:
+        """After the run, mark the incidents nothing collected could show: degraded optics on a link that no
+        frame crossed in the window (the hashing put no flow on it) fail no FCS, so no counter moves."""
+        for i, t in enumerate(self.truth):
+            if t.kind != "degraded_optics" or not t.observable:
+                continue
+            device, _, port = t.ports[0].partition(":")
+            if self.engine.counter(device, port, "rx_fcs_errors") <= 0:
+                what = f"{t.description}; no frame crossed the link in the window, so none failed (unobservable)"
+                self.truth[i] = replace(t, observable=False, description=what)
 
     def incidents_arrow(self) -> pa.Table:
         """The `incidents` stream for this run's ground truth, conformed."""

@@ -329,6 +329,7 @@ def summarize(
     """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given (with
     the final `ground_truth.json`); its incidents named as the profile's gear names them."""
     eng, sc = world.engine, world.scenario
+    world.mark_unobservable()
     world.measure_impacts()
     truth = world.ground_truth() if gear is None else gear.ground_truth(world.ground_truth())
     summary = RunSummary(

@@ -91,3 +91,10 @@ def test_scores_merge_over_runs() -> None:
     storm, incast = total["pfc_storm"], total["incast"]
     assert (storm.incidents, storm.recalled, storm.localized, storm.localization) == (2, 2, 1, 0.5)
     assert (incast.findings, incast.precision, incast.recall) == (1, 0.0, None)
+
+
+def test_an_unobservable_incident_is_neither_found_nor_missed() -> None:
+    silent = Truth(**{**STORM.__dict__, "kind": "degraded_optics", "observable": False})
+    assert "degraded_optics" not in score([silent], [])
+    scores = score([silent], [finding("degraded_optics")])
+    assert scores["degraded_optics"].incidents == 0 and scores["degraded_optics"].precision == 1.0

@@ -134,6 +134,22 @@ def test_degraded_optics_corrupt_frames_while_the_link_stays_up() -> None:
     assert count(world, "gpu-001", "eth0", "link_down_events") == 0
     assert count(world, "leaf-r0-01", "Ethernet0", "oper_up") == 1
     assert count(world, "gpu-001", "mlx5_0/1", "packet_seq_err") > 0  # lost frames are resent
+    world.mark_unobservable()
+    assert world.truth[0].observable
+
+
+def test_degraded_optics_on_a_link_no_frame_crosses_is_unobservable() -> None:
+    """An uplink the hashing gives no flow carries no frame, so none fails: the truth says nothing could
+    show it (scored neither as found nor as missed) instead of counting a miss no detector could avoid."""
+    quiet = {**JOB, "hosts": 2, "placement": "contiguous"}  # two hosts under one leaf: nothing crosses a spine
+    inc = {"kind": "degraded_optics", "start": "1s", "end": "3s", "device": "leaf-r0-01", "port": "Ethernet16",
+           "error_rate": 0.001}  # fmt: skip
+    world = ran(scenario([inc], jobs=[quiet]))
+    assert count(world, "leaf-r0-01", "Ethernet16", "rx_fcs_errors") == 0
+    world.mark_unobservable()
+    (truth,) = world.truth
+    assert not truth.observable and "unobservable" in truth.description
+    assert world.ground_truth()["incidents"][0]["observable"] is False
 
 
 def test_two_incidents_on_two_rails_each_have_their_own_truth() -> None:
