@@ -3,9 +3,13 @@ because nobody reported its speed.
 
 Where a speed comes from, best first:
 
-* `reported`: the port's own `port_speed_bps` gauge: SNMP `ifHighSpeed`, OpenConfig `state/port-speed` or
+* `reported`: the port's own running speed, the `port_speed_bps` gauge: SNMP `ifHighSpeed`, OpenConfig
   `negotiated-port-speed`, SONiC `PORT_TABLE` speed, SR Linux `port-speed`, a NIC's sysfs `speed`;
-* `peer`: the speed reported for the other end of the cable (a leaf port facing a NIC takes the NIC's);
+* `peer`: the running speed reported for the other end of the cable (a leaf port facing a NIC takes the
+  NIC's): both ends of a link run at the speed they negotiated;
+* `configured`: the speed the port is set to (OpenConfig `state/port-speed`, `port_speed_configured_bps`),
+  which a link may not have negotiated (a 400G port come up at 200G), so only where neither end reports
+  its running speed;
 * `inferred`: the highest rate the device's ports of the same kind (downlinks, uplinks) reached in the
   window, snapped up to the next standard Ethernet speed. Ports of one kind on one switch run at one speed
   in practice (a 64 x 400G leaf), and a busy fabric drives some of them to line rate; the evidence of a
@@ -53,7 +57,7 @@ def snap_up(bps: float) -> float | None:
 @dataclass(frozen=True)
 class Speed:
     bps: float
-    source: str  # reported | peer | inferred
+    source: str  # reported | peer | configured | inferred
 
 
 class PortSpeeds:
@@ -65,8 +69,8 @@ class PortSpeeds:
         self._known: dict[tuple[str, str], Speed] = {}
         self._done: set[str] = set()
 
-    def _reported(self, devices: list[str]) -> dict[tuple[str, str], float]:
-        g = self.frames.gauges(["port_speed_bps"], devices=devices, min_value=1.0)
+    def _reported(self, devices: list[str], metric: str = "port_speed_bps") -> dict[tuple[str, str], float]:
+        g = self.frames.gauges([metric], devices=devices, min_value=1.0)
         rows = g.group_by("device", "port").agg(pl.col("value").max()).iter_rows()
         return {(d, self.fabric.iface(d, p)): float(v) for d, p, v in rows}
 
@@ -84,6 +88,8 @@ class PortSpeeds:
                 peer = self.fabric.peer(d, port)
                 if (d, port) not in self._known and peer is not None and peer in reported:
                     self._known[(d, port)] = Speed(reported[peer], "peer")
+        for (d, p), bps in self._reported(todo, "port_speed_configured_bps").items():
+            self._known.setdefault((d, p), Speed(bps, "configured"))
         self._infer([d for d in todo if d in self.fabric.switches])
         self._done.update(todo)
 

@@ -406,8 +406,12 @@ METRICS: tuple[Metric, ...] = (
        "Port speed; ifHighSpeed and SONiC's speed are in Mb/s (scaled by 1e6), OpenConfig identities "
        "(SPEED_400GB) and SR Linux enums (400G) are read as their bit rate; an unknown speed gives no row.",
        scales={"ifHighSpeed": 1e6, "PORT_TABLE/speed": 1e6, "PORT/speed": 1e6}, zero_is_unknown=True,
-       openconfig=("ethernet/state/port-speed", "ethernet/state/negotiated-port-speed"),
+       openconfig=("ethernet/state/negotiated-port-speed",),
        srlinux=("ethernet/port-speed",), sonic_db=("PORT_TABLE/speed", "PORT/speed"), snmp=("ifHighSpeed",)),
+    _m("port_speed_configured_bps", "bps", "gauge",
+       "Port speed as configured (OpenConfig `state/port-speed`), which a link may not have negotiated (a 400G "
+       "port come up at 200G); analysis uses it only where no running speed is reported for either end.",
+       zero_is_unknown=True, openconfig=("ethernet/state/port-speed",)),
     _m("oper_up", "bool", "gauge", "1 when the link is operationally up (collector maps enum states to 0/1).",
        openconfig=("state/oper-status",), srlinux=("oper-state",), sonic_db=("PORT_TABLE/oper_status",),
        snmp=("ifOperStatus",)),

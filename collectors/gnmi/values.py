@@ -76,7 +76,10 @@ def speed_bps(text: str) -> float | None:
 
 
 #: Metrics whose devices report words: the parser turns the word into the metric's unit (no catalog scale).
-TEXT_VALUES: Mapping[str, Callable[[str], float | None]] = {"port_speed_bps": speed_bps}
+TEXT_VALUES: Mapping[str, Callable[[str], float | None]] = {
+    "port_speed_bps": speed_bps,
+    "port_speed_configured_bps": speed_bps,
+}
 #: Metrics where zero or less means "not known" (a speed not negotiated), never a real value (the catalog says).
 POSITIVE_ONLY: frozenset[str] = frozenset(m.name for m in catalog.METRICS if m.zero_is_unknown)
 

@@ -41,6 +41,8 @@ __all__ = ["DIALECTS", "Served", "dialect_of", "served", "snmp_objects", "subscr
 
 DIALECTS = ("ideal", "sonic", "openconfig", "srlinux", "cumulus")
 _NAMING_DIALECT = {"sonic": "sonic", "eos": "openconfig", "srlinux": "srlinux", "cumulus": "cumulus"}
+#: Metrics served as speed words (`SPEED_400GB`, `400G`), as the gear writes them.
+SPEEDS = frozenset({"port_speed_bps", "port_speed_configured_bps"})
 #: gNMI targets (prefix `target`) of SONiC's databases.
 COUNTERS_DB, APPL_DB = "COUNTERS_DB", "APPL_DB"
 
@@ -104,7 +106,7 @@ def _openconfig(port: str, prio: int, metric: str, raw: str) -> Served | None:
     if catalog.resolve("openconfig", raw) is None:
         return None
     per_priority = catalog.METRICS_BY_NAME[metric].per_priority
-    style = {"state/oper-status": "state"}.get(raw, "oc_speed" if metric == "port_speed_bps" else "number")
+    style = {"state/oper-status": "state"}.get(raw, "oc_speed" if metric in SPEEDS else "number")
     if prio < 0 and not per_priority:
         elems = (_e("interfaces"), _e("interface", name=port), *_rest(raw))
         parent = raw.rpartition("/")[0]
@@ -124,7 +126,7 @@ _SRL_LISTS = {"pfc-priority": ("index", "{p}"), "pfc-queue": ("pfc-queue-name", 
 def _srlinux(port: str, prio: int, metric: str, raw: str) -> Served | None:
     if catalog.resolve("srlinux", raw) is None:
         return None
-    style = {"oper-state": "updown"}.get(raw, "srl_speed" if metric == "port_speed_bps" else "number")
+    style = {"oper-state": "updown"}.get(raw, "srl_speed" if metric in SPEEDS else "number")
     parts = raw.split("/")
     if parts[0] not in ("pfc", "queue-depth"):
         elems = (_e("interface", name=port), *_rest(raw))

@@ -9,8 +9,11 @@ import datetime as dt
 
 import pytest
 
+from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
+from rocescope.analysis.frames import Frames
 from rocescope.analysis.run import analyze
+from rocescope.analysis.speeds import PortSpeeds, Speed
 from rocescope.pipeline.store import Store
 
 from telemetry import Clock, Telemetry, steps
@@ -276,3 +279,25 @@ def test_senders_of_another_job_count_when_their_qps_reach_the_receiver(store: S
     (incast,) = found(store, t, "incast")
     assert {s["nic"] for s in incast.evidence["senders"]} == {f"gpu-0{i}:eth0" for i in range(1, 6)}
     assert "qp_owners" in incast.evidence["sender_sources"]
+
+
+def test_a_port_configured_for_400g_that_came_up_at_200g_runs_at_200g(store: Store, now: dt.datetime) -> None:
+    """OpenConfig gives a port's configured `port-speed` beside its `negotiated-port-speed`: the running speed
+    wins (its own, else its peer's: both ends run at what they negotiated); configured only where neither
+    end reports one; inferred from the traffic where nothing is reported at all."""
+    t = Telemetry(now, 60)
+    fabric(t)
+    configured, running = steps(base=400e9), steps(base=200e9)
+    t.gauge("leaf1", "switch", PORTS["gpu-01"], "port_speed_configured_bps", configured, PORT_CLOCK)
+    t.gauge("leaf1", "switch", PORTS["gpu-01"], "port_speed_bps", running, PORT_CLOCK)
+    t.gauge("leaf1", "switch", PORTS["gpu-02"], "port_speed_configured_bps", configured, PORT_CLOCK)
+    t.gauge("gpu-02", "nic", "eth0", "port_speed_bps", running, nic_clock(2))
+    t.gauge("leaf1", "switch", PORTS["gpu-03"], "port_speed_configured_bps", configured, PORT_CLOCK)
+    t.counter("leaf1", "switch", PORTS["gpu-04"], "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+    t.land(store)
+    frames = Frames(store, t.window)
+    speeds = PortSpeeds(frames, Fabric.from_frames(frames))
+    assert speeds.of("leaf1", PORTS["gpu-01"]) == Speed(200e9, "reported")
+    assert speeds.of("leaf1", PORTS["gpu-02"]) == Speed(200e9, "peer")
+    assert speeds.of("leaf1", PORTS["gpu-03"]) == Speed(400e9, "configured")
+    assert speeds.of("leaf1", PORTS["gpu-04"]) == Speed(200e9, "inferred")  # 0.3 x 400G moved: 120G fits 200G

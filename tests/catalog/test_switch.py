@@ -156,8 +156,9 @@ def test_port_speed_names_resolve_from_every_source() -> None:
     """Port speed from every source the real data shows: OpenConfig and SR Linux YANG leaves, SONiC's
     APPL_DB/STATE_DB PORT_TABLE and CONFIG_DB PORT `speed` (Mb/s, like ifHighSpeed), NIC sysfs (collector)."""
     oc, srl, sonic = openconfig_ethernet_state(), srlinux_ethernet(), sonic_port_fields()
+    assert "ethernet/state/port-speed" in oc  # the configured speed, which a link may not have negotiated
+    assert resolve("openconfig", "ethernet/state/port-speed") == ("port_speed_configured_bps", -1)
     for vendor, raw, names, factor in (
-        ("openconfig", "ethernet/state/port-speed", oc, 1.0),
         ("openconfig", "ethernet/state/negotiated-port-speed", oc, 1.0),
         ("srlinux", "ethernet/port-speed", srl, 1.0),
         ("sonic_db", "PORT_TABLE/speed", sonic, 1e6),

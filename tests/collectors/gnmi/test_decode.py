@@ -173,7 +173,8 @@ def speeds(dec: GnmiDecoder) -> dict[tuple[str, str], float]:
 
 def test_openconfig_port_speed_identities_become_bits_per_second() -> None:
     """Arista/OpenConfig: `ethernet/state/(negotiated-)port-speed` identities as string, JSON_IETF leaf or
-    JSON object member; SPEED_UNKNOWN is counted as non-numeric and gives no row (never a zero)."""
+    JSON object member; SPEED_UNKNOWN is counted as non-numeric and gives no row (never a zero). The
+    negotiated speed is the running speed (`port_speed_bps`), `port-speed` the configured one."""
     eth = "/interfaces/interface[name=Ethernet1/1]/ethernet/state"
     oc_state = {
         "openconfig-if-ethernet:port-speed": "openconfig-if-ethernet:SPEED_UNKNOWN",
@@ -192,7 +193,7 @@ def test_openconfig_port_speed_identities_become_bits_per_second() -> None:
     got = {(p, m, r): v for p, m, r, v in df.select("port", "metric", "raw_name", "value").iter_rows()}
     assert got == {
         ("Ethernet1/1", "port_speed_bps", "ethernet/state/negotiated-port-speed"): 100e9,
-        ("Ethernet2/1", "port_speed_bps", "ethernet/state/port-speed"): 2.5e9,
+        ("Ethernet2/1", "port_speed_configured_bps", "ethernet/state/port-speed"): 2.5e9,
         ("Ethernet3/1", "port_speed_bps", "ethernet/state/negotiated-port-speed"): 400e9,
         ("Ethernet3/1", "link_rx_pause", "ethernet/state/counters/in-mac-pause-frames"): 7.0,
     }
