@@ -23,8 +23,9 @@ description; and `culprit_jobs`, the placed jobs whose traffic caused it: a fan-
 is a training job's own traffic; none when it belongs to no placed job), the elephants' job, the jobs
 placed on a storming or CNP-ignoring NIC; none for faults and configuration (a route loop's deadlock: the
 loop, not the traffic caught in it, is the cause; link flaps, optics, PFC or CNP queue misconfiguration,
-polarized hashing) and stragglers. The jobs each
-incident slowed and the GPU time they lost are measured after the run (`rocescope.sim.impact`).
+polarized hashing) and stragglers. The jobs each incident slowed and the GPU time they lost are measured
+after the run (`rocescope.sim.impact`); incidents nothing collected could show are marked after it too
+(`World.mark_unobservable`).
 """
 
 from __future__ import annotations
