@@ -13,6 +13,7 @@ from __future__ import annotations
 import fcntl
 import hashlib
 import pickle
+import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -45,11 +46,15 @@ def _locked(path: Path) -> Iterator[None]:
 
 
 def _share(shared: Path, root: Path, db: str, summary: RunSummary) -> None:
-    shared.mkdir()
+    """Written aside and renamed into place: a worker that dies mid-write leaves no half run for the others."""
+    part = shared.with_suffix(".part")
+    shutil.rmtree(part, ignore_errors=True)
+    part.mkdir()
     with ChdbStore(root, db) as store:
         for table in SHARED_TABLES:
-            feather.write_feather(store.query_arrow(f"SELECT * FROM `{db}`.`{table}`"), shared / f"{table}.arrow")
-    (shared / "summary.pickle").write_bytes(pickle.dumps(summary))
+            feather.write_feather(store.query_arrow(f"SELECT * FROM `{db}`.`{table}`"), part / f"{table}.arrow")
+    (part / "summary.pickle").write_bytes(pickle.dumps(summary))
+    part.rename(shared)
 
 
 def _copy(shared: Path, root: Path, db: str) -> RunSummary:
