@@ -58,6 +58,39 @@ def test_a_file_written_in_pieces_lands_every_record_once(tmp_path: Path, keepin
     assert health.up and health.values == 60 and health.malformed == 0
 
 
+def test_many_files_caught_mid_line_are_read_together_every_record_once(
+    tmp_path: Path, keeping_store: ChdbStore
+) -> None:
+    """A busy directory (a line or two new in each of many ranks' files per poll, some caught mid-line, and a
+    Prometheus file beside them) is read in one parse per poll and lands every record once."""
+    dump = tmp_path / "inspector"
+    dump.mkdir()
+    logs = [dump / file_name(f"gpu-{h:03d}", 100 + h) for h in range(12)]
+    texts = [b"".join(json_line(record(100 * h + i)).encode() for i in range(9)) for h in range(len(logs))]
+    collector = NcclCollector(InspectorDir(dump))
+    (dump / PROM.name).write_bytes(PROM.read_bytes())
+    landed = 0
+    for step in range(1, 8):
+        for log, text in zip(logs, texts, strict=True):
+            cut = len(text) if step == 7 else len(text) * step // 7 + 11  # mid-line but the last
+            append(log, text[log.stat().st_size if log.exists() else 0 : cut])
+        landed += land(keeping_store, collector.poll())
+    prom_rows = (
+        keeping_store.query_arrow("SELECT count() FROM collectives WHERE source != 'inspector_json'")
+        .column(0)[0]
+        .as_py()
+    )
+    assert prom_rows > 0
+    assert landed - prom_rows == 12 * 9
+    got = (
+        keeping_store.query_arrow("SELECT sequence FROM collectives WHERE source = 'inspector_json' ORDER BY sequence")
+        .column(0)
+        .to_pylist()
+    )
+    assert got == sorted(100 * h + i for h in range(12) for i in range(9))
+    assert collector.health()[str(dump)].malformed == 0
+
+
 def test_malformed_lines_are_counted_and_logged_once_per_file(
     tmp_path: Path, keeping_store: ChdbStore, caplog: pytest.LogCaptureFixture
 ) -> None:
