@@ -21,7 +21,8 @@ cross the incident's ports (placed jobs only: traffic no inventory knows cannot 
 (root first), ports as `device:port` (port names as the `counters` table has them), priority and a
 description; and `culprit_jobs`, the placed jobs whose traffic caused it: a fan-in's job (its `owner` when it
 is a training job's own traffic; none when it belongs to no placed job), the elephants' job, the jobs
-placed on a storming or CNP-ignoring NIC; none for faults and configuration (a route loop's deadlock: the
+placed on a storming NIC, the jobs placed on or sending from a CNP-ignoring one (their traffic is what it
+leaves unthrottled); none for faults and configuration (a route loop's deadlock: the
 loop, not the traffic caught in it, is the cause; link flaps, optics, PFC or CNP queue misconfiguration,
 polarized hashing) and stragglers. The jobs each incident slowed and the GPU time they lost are measured
 after the run (`rocescope.sim.impact`); incidents nothing collected could show are marked after it too
@@ -241,7 +242,8 @@ class Arming:
         what = f"cnp_loss: {nic.host} {nic.rdma_dev} handles only {1 - inc.fraction:.0%} of its CNPs"
         refs = (f"{nic.host}:{nic.rdma_dev}/1", ref(port))
         jobs = self.jobs_through(eng, [port])
-        return GroundTruth(inc.kind, start, end, jobs, (nic.host,), refs, self.lossless, what, self.jobs_on(port))
+        culprits = tuple(dict.fromkeys((*self.jobs_on(port), *jobs)))  # every job whose traffic it leaves unthrottled
+        return GroundTruth(inc.kind, start, end, jobs, (nic.host,), refs, self.lossless, what, culprits)
 
     def _cnp_lossy_queue(self, inc: CnpLossyQueue, eng: Engine) -> GroundTruth:
         """The CNP senders are the receivers of this scenario's congesting traffic (incast, microburst,

@@ -167,6 +167,16 @@ def test_traffic_of_no_placed_job_is_blamed_on_no_job_and_a_storm_on_the_job_of_
     assert second["culprit_jobs"] == ["team-b/llm-b"] and "team-b/llm-b" in second["victim_jobs"]
 
 
+def test_a_cnp_ignoring_nic_is_blamed_on_every_job_whose_traffic_it_leaves_unthrottled() -> None:
+    """The NIC's own training job and the checkpoint reader sending from it, not merely the job placed there."""
+    reader = {"kind": "incast", "start": "1s", "end": "3s", "receiver": "gpu-008", "senders": 3,
+              "job": "ckpt-reader"}  # fmt: skip
+    deaf = {"kind": "cnp_loss", "start": "1s", "host": "gpu-001", "fraction": 1.0}
+    world, _ = ran(scenario([reader, deaf]))
+    _, truth = world.ground_truth()["incidents"]
+    assert truth["culprit_jobs"] == ["team-a/llm-a", "background/ckpt-reader"]
+
+
 def test_overlapping_incidents_count_only_what_switching_each_off_gives_back() -> None:
     incast = {"kind": "incast", "start": "1s", "end": "4s", "receiver": "gpu-001", "senders": 3, "placed": False}
     optics = {"kind": "degraded_optics", "start": "2s", "end": "3s", "device": "leaf-r0-01", "port": "Ethernet0",
