@@ -27,7 +27,9 @@ congestion finding (an incast, a storm...) before one that only changes how cong
 near it (same hosts or leaves), then the one naming fewer jobs (a storm on the job's own NIC before an incast
 that crosses the whole leaf). While the stronger claim lasts, the job's loss is that finding's only; equal
 claims each count it in full (two findings of one incident). How much an amplifier added to a congestion's
-loss is a counterfactual no measurement separates (the simulator's truth has it).
+loss is a counterfactual no measurement separates (the simulator's truth has it): lost CNPs name the jobs that
+congestion hurt as their victims (but the jobs whose traffic went unthrottled), with no GPU-seconds of their
+own and the congestion's loss they share (`amplifies`).
 
 A finding's jobs (`candidate_jobs`) are those it names, those its evidence says its pause spread to, and
 those placed on its hosts or under its leaves; each gets `impact` in the evidence: {job: {gpu_seconds_lost,
@@ -326,4 +328,27 @@ def with_impact(
         lost = entry["gpu_seconds_lost"] or 0.0
         entry["hurt"] = bool(lost >= p.min_loss_share * row["baseline_gpu_seconds"] and lost >= p.min_gpu_seconds)
         per_finding.setdefault(int(row["fid"]), {})[row["job_id"]] = entry
+    _amplified(findings, per_finding)
     return [f.with_(evidence={**f.evidence, "impact": per_finding.get(i, {})}) for i, f in enumerate(findings)]
+
+
+def _amplified(findings: Sequence[Finding], per_finding: dict[int, dict[str, dict[str, Any]]]) -> None:
+    """Lost CNPs hurt the jobs that the congestion they left unchecked hurt (an overlapping congestion finding
+    on one of its devices: the incast a NIC deaf to CNPs sends into, the incast whose CNPs the fabric drops),
+    except the jobs the finding names: their traffic is what went unthrottled, they gain. Its share of that
+    loss is no measurement (see the module docstring): `gpu_seconds_lost` is null, and `amplifies` gives the
+    congestion and the loss it shares with it. (PFC turned off makes its own port's senders drop instead of
+    pausing the others: its victims are its own.)"""
+    for i, f in enumerate(findings):
+        if f.kind != "cnp_loss":
+            continue
+        for k, g in enumerate(findings):
+            if g.kind in AMPLIFIERS or g.kind == "unexplained_slowdown" or g.start > f.end or g.end < f.start:
+                continue
+            if not set(g.devices) & set(f.devices):
+                continue
+            for job, entry in per_finding.get(k, {}).items():
+                if not entry["hurt"] or job in (f.job_ids or ()):
+                    continue
+                shared = {"kind": g.kind, "devices": list(g.devices[:3]), "gpu_seconds_lost": entry["gpu_seconds_lost"]}
+                per_finding.setdefault(i, {})[job] = {**entry, "gpu_seconds_lost": None, "amplifies": shared}

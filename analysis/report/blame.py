@@ -101,9 +101,14 @@ def case_items(row: Mapping[str, Any]) -> list[tuple[str, str]]:
                 continue
             bw = v.get("busbw_drop")
             drop = f", bus bandwidth -{bw:.0%}" if isinstance(bw, int | float) and bw > 0 else ""
+            lost, shared = v.get("gpu_seconds_lost"), v.get("amplifies")
+            if lost is None and isinstance(shared, dict):  # lost CNPs: a share of the congestion's loss
+                cost = f"part of the {shared.get('kind')}'s {float(shared.get('gpu_seconds_lost') or 0.0):.1f} GPU-s"
+            else:
+                cost = f"{float(lost or 0.0):.1f} GPU-s"
             parts.append(
-                f"{job}: {float(v.get('gpu_seconds_lost') or 0.0):.1f} GPU-s "
-                f"({float(v.get('exec_inflation') or 0.0):.2f}x{drop})" + ("" if v.get("hurt") else ", not hurt")
+                f"{job}: {cost} ({float(v.get('exec_inflation') or 0.0):.2f}x{drop})"
+                + ("" if v.get("hurt") else ", not hurt")
             )
         items.append(("cost", "; ".join(parts)))
     blame = ev.get("blame")

@@ -11,12 +11,13 @@ import polars as pl
 import pytest
 from nccl_jobs import INCAST, RingJob, incast_between_jobs, land_collectives, one_leaf
 
-from rocescope.analysis.blame import who_hurt_whom
+from rocescope.analysis.blame import who_hurt_whom, with_blame
 from rocescope.analysis.collectives import job_collectives
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
+from rocescope.analysis.report.blame import case_items
 from rocescope.analysis.run import analyze
 from rocescope.pipeline.store import Store
 
@@ -114,6 +115,50 @@ def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now:
     finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
     (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
     assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+
+
+def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store: Store, now: dt.datetime) -> None:
+    """An incast from a NIC deaf to CNPs slows the receiver's job: the CNP loss names that job its victim with
+    no GPU-seconds of its own (its share is no measurement) and the incast's loss it shares; the job on the deaf
+    NIC, whose traffic went unthrottled, is no victim of it; lost CNPs on a host the incast does not touch
+    hurt nobody."""
+    t = Telemetry(now, 300)
+    victim = RingJob("team-b/train", HOSTS[:4], "0x5e", slow=steps((*SLOW, 1.8), base=1.0))
+    deaf = RingJob("team-a/train", HOSTS[4:], "0x5f")
+    for job in (victim, deaf):
+        job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, victim.records(now, 300) + deaf.records(now, 300))
+    frames = Frames(store, t.window)
+    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
+    jobs = (victim.job_id, deaf.job_id)
+    incast = Finding("incast", "critical", start, end, ("node-0", "leaf1", "node-4"), ("leaf1:Ethernet1/1",), 3,
+                     1.0, "x", job_ids=jobs)  # fmt: skip
+    on_sender = Finding("cnp_loss", "warning", start, end, ("node-4",), ("node-4:eth0",), 3, 1.0, "x",
+                        {"where": "nic"}, job_ids=(deaf.job_id,))  # fmt: skip
+    elsewhere = Finding("cnp_loss", "warning", start, end, ("node-6",), ("node-6:eth0",), 3, 1.0, "x",
+                        {"where": "nic"}, job_ids=(deaf.job_id,))  # fmt: skip
+    fabric = Fabric.from_frames(frames)
+    measured = with_blame(with_impact([incast, on_sender, elsewhere], frames.collectives(600), fabric), fabric)
+    congestion, amplifier, unrelated = (f.evidence for f in measured)
+    lost = congestion["impact"][victim.job_id]["gpu_seconds_lost"]
+    assert _within(lost, victim.lost_gpu_seconds(*SLOW))
+    entry = amplifier["impact"][victim.job_id]
+    assert entry["hurt"] and entry["gpu_seconds_lost"] is None
+    assert entry["amplifies"] == {"kind": "incast", "devices": ["node-0", "leaf1", "node-4"], "gpu_seconds_lost": lost}
+    assert not amplifier["impact"].get(deaf.job_id, {}).get("hurt")  # its loss, if any, is the incast's
+    assert amplifier["blame"]["victim_jobs"] == [victim.job_id]
+    assert unrelated["blame"]["victim_jobs"] == []
+    (cost,) = (text for name, text in case_items({"evidence": amplifier}) if name == "cost")
+    assert f"{victim.job_id}: part of the incast's {lost:.1f} GPU-s" in cost
+    edges = {
+        (e.culprit, e.victim): e for e in who_hurt_whom([{"kind": f.kind, "evidence": f.evidence} for f in measured])
+    }
+    assert (
+        edges[(deaf.job_id, victim.job_id)].findings == 1
+        and edges[(deaf.job_id, victim.job_id)].gpu_seconds_lost is None
+    )
 
 
 def test_baselines_leave_out_every_findings_span(store: Store, now: dt.datetime) -> None:
