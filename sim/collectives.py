@@ -224,8 +224,11 @@ class CollectiveTimer:
         self._rng = np.random.default_rng([world.scenario.seed & 0xFFFFFFFF, 0x1CC1])
         self.records = 0
 
-    def take(self, final: bool = False) -> list[InspectorRecord]:
-        """Records of the steps completed since the last call; `final`: also the unfinished ones (run's end)."""
+    def take(self) -> list[InspectorRecord]:
+        """Records of the steps completed since the last call. A step still being fused when the run ends is
+        never written: a record stands for a whole step, and a shorter one would be an operation of a size the
+        job never runs, where Inspector would have written each of its collectives (a job that a storm slowed
+        to a few collectives a minute then shows as silent until the end, as one hung does)."""
         if not self.spec.enabled:
             return []
         eng = self.world.engine
@@ -244,10 +247,6 @@ class CollectiveTimer:
             p.prev_end = it.end_s
             if len(p.phases) >= comm.iterations_per_step:
                 out += self._records(comm, p)
-        if final:
-            for job_id, p in self._pending.items():
-                if p.phases:
-                    out += self._records(self.comms[job_id], p)
         self.records += len(out)
         return out
 

@@ -245,8 +245,8 @@ def _drive(
     stats.nccl_dir = inspector.directory
     nccl = NcclCollector(InspectorDir(inspector.directory)) if producer is not None else None
 
-    def collectives(final: bool = False) -> None:
-        if inspector.write(timer.take(final)) and nccl is not None and producer is not None:
+    def collectives() -> None:
+        if inspector.write(timer.take()) and nccl is not None and producer is not None:
             batches = nccl.poll()
             _publish(producer, batches)
             stats.nccl_rows_collected += sum(b.num_rows for b in batches)
@@ -307,7 +307,7 @@ def _drive(
                     secs["snmp"] = secs.get("snmp", 0.0) + clock() - t
                 if bar is not None:
                     bar.update(task, completed=min(eng.now, world.duration_s))
-        collectives(final=True)
+        collectives()
         server.clock.barrier(60.0)
         server.clock.finish()  # every stream sends what it still holds
         server.clock.barrier(60.0)

@@ -16,6 +16,7 @@ from rocescope.analysis.frames import Window
 from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store
+from rocescope.sim.collectives import CollectiveTimer
 from rocescope.sim.evaluate import Truth
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import MiB
@@ -98,6 +99,16 @@ def test_execution_time_inflates_during_an_incident_and_not_outside() -> None:
     clean = statistics.median(before)
     assert max(before) < 1.01 * clean and max(after) < 1.01 * clean and min(after) > 0.99 * clean
     assert statistics.median(during) > 1.5 * clean
+
+
+def test_every_record_is_a_whole_step_even_at_the_runs_end() -> None:
+    """A step still being fused when the run ends is not written: a shorter record would be an operation of a
+    size the job never runs (Inspector writes each collective; the twin fuses a step's)."""
+    world, records = ran(scenario([], jobs=[A], duration="2.37s", collectives={"step_s": 0.5}))
+    sizes = {r.bytes for r in records}
+    assert len(sizes) == 1 and len(records) > 4
+    (comm,) = CollectiveTimer(world).comms.values()
+    assert sizes == {comm.message_bytes * comm.iterations_per_step}
 
 
 def test_the_ring_waits_for_its_slowest_rank() -> None:
