@@ -104,7 +104,7 @@ class Fabric:
         )  # fmt: skip
         fab = cls.build(links, endpoints, roles, ports, aliases)
         known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
-        inferred = infer_links(frames, known, fab.switches)
+        inferred = infer_links(frames, known, fab.switches, fab.leaves)
         if inferred.is_empty():
             return fab
         return cls.build(links, endpoints, roles, ports, aliases, inferred)

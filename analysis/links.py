@@ -17,14 +17,18 @@ window, at most 120 buckets in a long one; asked of the store only when some swi
   ends are read at their own phases and cadences, up to 10 s apart, which moves counts between adjacent
   buckets but not out of the running total), at least one channel has volume, each is the other's best
   match, and the best is clearly better than the runner-up (`UNIQUE`). Ports that cannot be told apart
-  (idle, or equal steady traffic) stay unpaired: a guess would be worse than the gap.
+  (idle, or equal steady traffic) stay unpaired: a guess would be worse than the gap;
+* except parallel cables between two devices (`_parallel`): when the ports one device has left unpaired that
+  fit only ports of another are as many as those of the other that fit only the first, the two devices are
+  cabled by them for certain, and they are paired in port order (which one is which is the only guess).
 """
 
 from __future__ import annotations
 
 import bisect
+import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Callable, Collection, Iterable
 
 import polars as pl
 
@@ -81,9 +85,11 @@ class _Counts:
         return worst if seen else float("inf")
 
 
-def infer_links(frames: Frames, known: set[Port], switches: set[str]) -> pl.DataFrame:
+def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Collection[str] = ()) -> pl.DataFrame:
     """Cables between ports not in `known` (device, port pairs LLDP already named), as `links` rows (both ends).
-    Nothing is asked of the store when every switch port with traffic already has an LLDP peer."""
+    Nothing is asked of the store when every switch port with traffic already has an LLDP peer. Two `leaves`
+    (switches with hosts) are never paired: a Clos cables leaves to spines, and the two ends of one deadlock
+    loop or one ring (the same bytes and pauses, at the same times) would otherwise look like a cable."""
     ports_seen = frames.ports()
     open_ports = [(d, p) for d, p in ports_seen.select("device", "port").iter_rows() if (d, p) not in known]
     if not any(d in switches for d, _ in open_ports):
@@ -104,7 +110,7 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str]) -> pl.Data
             lo = bisect.bisect_left(totals, out * (1 - TOLERANCE))
             hi = bisect.bisect_right(totals, out * (1 + TOLERANCE))
             for b in active[lo:hi]:
-                if b[0] != a[0]:  # a cable is a candidate from both of its ends
+                if b[0] != a[0] and not (a[0] in leaves and b[0] in leaves):  # a candidate from both of its ends
                     candidates[a].add(b)
                     candidates[b].add(a)
 
@@ -116,11 +122,45 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str]) -> pl.Data
         return err, b
 
     choice = {a: best(a) for a in ports if a in candidates}
-    rows = []
+    rows, paired = [], set()
     for a, (err, peer) in choice.items():
         if peer is None or err > drift or a > peer:
             continue
         if (choice.get(peer) or best(peer))[1] != a:
             continue
         rows += [(a[0], a[1], peer[0], peer[1]), (peer[0], peer[1], a[0], a[1])]
+        paired |= {a, peer}
+
+    def closest(a: Port) -> set[Port]:
+        """The unpaired candidates that fit `a` about as well as the best one (within `UNIQUE`)."""
+        fit = {b: counts.mismatch(a, b) for b in candidates.get(a, ()) if b not in paired}
+        fit = {b: err for b, err in fit.items() if err <= drift}
+        return {b for b, err in fit.items() if err * UNIQUE <= min(fit.values())} if fit else set()
+
+    for a, b in _parallel([a for a in candidates if a not in paired], closest):
+        rows += [(a[0], a[1], b[0], b[1]), (b[0], b[1], a[0], a[1])]
     return pl.DataFrame(rows, schema=LINKS_SCHEMA, orient="row")
+
+
+def _port_order(port: Port) -> tuple[object, ...]:
+    """`Ethernet9/1` before `Ethernet11/1`: numbers compared as numbers."""
+    return (port[0], *(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", port[1])))
+
+
+def _parallel(ports: list[Port], closest: Callable[[Port], set[Port]]) -> list[tuple[Port, Port]]:
+    """Parallel cables between two devices that carry alike (idle, deadlocked, or evenly loaded by the hash)
+    cannot be told apart, but their devices can: when every port of device A left unpaired whose `closest`
+    candidates all sit on device B has its like on B (as many B ports whose closest all sit on A), they are
+    paired in port order. Which of them is which is a guess; that A and B are cabled is not, and a pause
+    tree, a deadlock cycle or a spine's group towards a leaf needs only that."""
+    groups: dict[tuple[str, str], list[Port]] = defaultdict(list)
+    for a in ports:
+        devices = {b[0] for b in closest(a)}
+        if len(devices) == 1:
+            groups[(a[0], devices.pop())].append(a)
+    out = []
+    for (x, y), ours in groups.items():
+        theirs = groups.get((y, x), [])
+        if x < y and ours and len(ours) == len(theirs):
+            out += list(zip(sorted(ours, key=_port_order), sorted(theirs, key=_port_order), strict=True))
+    return out

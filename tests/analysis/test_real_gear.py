@@ -301,3 +301,34 @@ def test_a_port_configured_for_400g_that_came_up_at_200g_runs_at_200g(store: Sto
     assert speeds.of("leaf1", PORTS["gpu-02"]) == Speed(200e9, "peer")
     assert speeds.of("leaf1", PORTS["gpu-03"]) == Speed(400e9, "configured")
     assert speeds.of("leaf1", PORTS["gpu-04"]) == Speed(200e9, "inferred")  # 0.3 x 400G moved: 120G fits 200G
+
+
+def test_parallel_cables_no_lldp_names_pair_by_device_and_never_leaf_to_leaf(store: Store, now: dt.datetime) -> None:
+    """LLDP from the hosts only; two leaves with two cables each to one spine, all four carrying the same bytes,
+    deadlocked from 60 s (the spine pauses leaf1's uplinks, leaf2 pauses the spine). The parallel cables of a
+    leaf cannot be told apart, but they go to the spine: each pairs with a spine port (port order, the only
+    guess), never with the other leaf's port that sends the same pauses at the same times."""
+    t = Telemetry(now, 180)
+    ups = ["Ethernet9/1", "Ethernet11/1"]
+    spine_ports = {"leaf1": ["Ethernet1/1", "Ethernet2/1"], "leaf2": ["Ethernet3/1", "Ethernet4/1"]}
+    flowing = steps((0.0, 60.0, 0.4 * LINE))
+    pauses = steps((60.0, 180.0, 2000.0))
+    for k, leaf in enumerate(("leaf1", "leaf2")):
+        for i, host in enumerate(HOSTS[4 * k : 4 * k + 4], start=1):
+            t.link(host, "eth0", leaf, PORTS[host])
+            t.counter(leaf, "switch", PORTS[host], "tx_bytes", flowing, PORT_CLOCK)
+            t.counter(host, "nic", "eth0", "tx_bytes", flowing, nic_clock(i))
+        for up, down in zip(ups, spine_ports[leaf], strict=True):
+            for a, b in ((leaf, "spine1"), ("spine1", leaf)):
+                port_a, port_b = (up, down) if a == leaf else (down, up)
+                t.counter(a, "switch", port_a, "tx_bytes", flowing, PORT_CLOCK)
+                t.counter(b, "switch", port_b, "rx_bytes", flowing, Clock(1.0, 0.77))
+            sender, receiver = (("spine1", down), (leaf, up)) if leaf == "leaf1" else ((leaf, up), ("spine1", down))
+            t.counter(*sender[:1], "switch", sender[1], "pfc_tx_pause", pauses, Clock(10.0, 0.04), priority=3)
+            t.counter(*receiver[:1], "switch", receiver[1], "pfc_rx_pause", pauses, Clock(10.0, 0.06), priority=3)
+    t.land(store)
+    fab = Fabric.from_frames(Frames(store, t.window))
+    for leaf in ("leaf1", "leaf2"):
+        peers = [fab.peer(leaf, up) for up in ups]
+        assert sorted(p for p in peers if p is not None) == [("spine1", p) for p in spine_ports[leaf]], (leaf, peers)
+    assert fab.leaves == {"leaf1", "leaf2"} and fab.spines == {"spine1"}
