@@ -296,6 +296,10 @@ class Engine(Stepper):
 
         self._when(start, end, on, off)
 
+    def port_load(self, ids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """(cumulative bytes transmitted, capacity now: 0 while the link is down) of the ports `ids`."""
+        return self._cnt.pc[ids, K.C_TX_BYTES].copy(), self._net.cap[ids].copy()
+
     def link_up(self, device: str, port: str) -> None:
         """Bring a downed cable back; flows return to their ECMP paths."""
         a = self.port_id((device, port))

@@ -21,6 +21,7 @@ from rocescope.errors import SimError
 from rocescope.pipeline.batch import conform
 from rocescope.sim.arming import Arming, GroundTruth
 from rocescope.sim.ecmp import Ecmp, fabric_hashing
+from rocescope.sim.emergent import UplinkLedger
 from rocescope.sim.engine import Engine
 from rocescope.sim.impact import Impact, incident_impacts
 from rocescope.sim.jobs import Flow, Job, JobSpec, Pod, collective_flows
@@ -52,6 +53,10 @@ class World:
     unplaced: list[Job] = field(default_factory=list)
     #: each incident's toll, measured once the run is over (`measure_impacts`)
     impacts: list[Impact] | None = None
+    #: the leaf uplinks' bytes at each poll (`observe`), and the imbalance no incident injected found in them
+    #: after the run (`mark_emergent`): truth rows with no toll measured (nothing to switch off)
+    uplinks: UplinkLedger | None = None
+    emergent: list[GroundTruth] = field(default_factory=list)
 
     @property
     def training_jobs(self) -> list[Job]:
@@ -75,21 +80,57 @@ class World:
                 what = f"{t.description}; no frame crossed the link in the window, so none failed (unobservable)"
                 self.truth[i] = replace(t, observable=False, description=what)
 
+    def observe(self) -> None:
+        """Read what the after-run labels need (call at every poll)."""
+        if self.uplinks is not None:
+            self.uplinks.observe(self.engine)
+
+    def mark_emergent(self) -> None:
+        """After the run, label the ECMP imbalance the hashing made of the scenario's traffic
+        (`rocescope.sim.emergent`) where no injected incident on the leaf or its spine explains it."""
+        if self.uplinks is None or self.emergent:
+            return
+        explains = {"ecmp_imbalance", "polarization", "link_flap", "pfc_deadlock"}
+        lossless = self.scenario.engine_params().lossless_priority
+        placed = {j.job_id for j in self.jobs}
+        for ep in self.uplinks.episodes():
+            near = {ep.hot.device, ep.hot.peer_device}
+            if any(
+                t.kind in explains and t.start_s < ep.end_s and t.end_s > ep.start_s and near & set(t.devices)
+                for t in self.truth
+            ):
+                continue
+            jobs: dict[str, None] = {}
+            for f, flow in enumerate(self.engine.flows):
+                lo, hi = self.windows.get(flow.job_id, (0.0, self.duration_s))
+                crosses = any(p.id == ep.hot.id for p in self.engine.flow_path(f))
+                if flow.job_id in placed and lo < ep.end_s and hi > ep.start_s and crosses:
+                    jobs[flow.job_id] = None
+            where = f"{ep.hot.device}:{ep.hot.name}"
+            what = (
+                f"ecmp_imbalance (emergent): the hashing put {ep.share:.0%} of {ep.hot.device}'s uplink bytes on "
+                f"{where} while its siblings had room (no incident injected it)"
+            )
+            ids, hot = tuple(jobs), (ep.hot.device,)
+            row = GroundTruth("ecmp_imbalance", ep.start_s, ep.end_s, ids, hot, (where,), lossless, what, ids)
+            self.emergent.append(row)
+
     def incidents_arrow(self) -> pa.Table:
         """The `incidents` stream for this run's ground truth, conformed."""
-        at = [self.start + dt.timedelta(seconds=g.start_s) for g in self.truth]
-        to = [self.start + dt.timedelta(seconds=g.end_s) for g in self.truth]
+        rows = [*self.truth, *self.emergent]
+        at = [self.start + dt.timedelta(seconds=g.start_s) for g in rows]
+        to = [self.start + dt.timedelta(seconds=g.end_s) for g in rows]
         table = pa.table(
             {
-                "scenario": [self.scenario.name] * len(self.truth),
-                "kind": [g.kind for g in self.truth],
+                "scenario": [self.scenario.name] * len(rows),
+                "kind": [g.kind for g in rows],
                 "start": pa.array(at, pa.timestamp("ns", tz="UTC")),
                 "end": pa.array(to, pa.timestamp("ns", tz="UTC")),
-                "job_ids": pa.array([list(g.job_ids) for g in self.truth], pa.list_(pa.string())),
-                "devices": pa.array([list(g.devices) for g in self.truth], pa.list_(pa.string())),
-                "ports": pa.array([list(g.ports) for g in self.truth], pa.list_(pa.string())),
-                "priority": pa.array([g.priority for g in self.truth], pa.int8()),
-                "description": [g.description for g in self.truth],
+                "job_ids": pa.array([list(g.job_ids) for g in rows], pa.list_(pa.string())),
+                "devices": pa.array([list(g.devices) for g in rows], pa.list_(pa.string())),
+                "ports": pa.array([list(g.ports) for g in rows], pa.list_(pa.string())),
+                "priority": pa.array([g.priority for g in rows], pa.int8()),
+                "description": [g.description for g in rows],
             }
         )
         return pa.Table.from_batches([conform("incidents", table)])
@@ -106,7 +147,8 @@ class World:
             "start": self.start.isoformat(),
             "end": (self.start + dt.timedelta(seconds=self.duration_s)).isoformat(),
             "duration_s": self.duration_s,
-            "incidents": [g.as_dict(self.start) | i.as_dict() for g, i in zip(self.truth, impacts, strict=True)],
+            "incidents": [g.as_dict(self.start) | i.as_dict() for g, i in zip(self.truth, impacts, strict=True)]
+            + [g.as_dict(self.start) | Impact((), {}).as_dict() for g in self.emergent],
         }
 
 
@@ -186,6 +228,7 @@ def build_world(
     placed = [j for j in all_jobs if j.job_id not in extra.unplaced]
     unplaced = [j for j in all_jobs if j.job_id in extra.unplaced]
     world = World(scenario, duration, run_start, topo, placed, [*flows, *extra.flows], engine, unplaced=unplaced)
+    world.uplinks = UplinkLedger(topo)
     for j in jobs:
         world.windows[j.job_id] = (0.0, duration)
     arming = Arming(scenario, duration, topo, extra)

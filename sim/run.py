@@ -207,7 +207,7 @@ def simulate(
     """Run the world's engine to its duration, a counters snapshot per poll (dropped unless a callback
     takes it) and, with `on_packets`, the packet mirror's sample of the poll (when the scenario's mirror
     is enabled); with `on_collectives`, the Inspector records of the collectives completed by each poll
-    (`timer`'s, default one on the world's clocks), the unfinished ones at the end. Returns (wall seconds, polls)."""
+    (`timer`'s, default one on the world's clocks). Returns (wall seconds, polls)."""
     eng, poll = world.engine, world.scenario.poll_interval_s
     mirror = PacketMirror(eng, world.scenario.mirror, world.scenario.seed) if on_packets is not None else None
     if mirror is not None and not world.scenario.mirror.enabled:
@@ -221,6 +221,7 @@ def simulate(
         def on_poll(ts: dt.datetime, engine: Engine) -> None:
             nonlocal polls
             polls += 1
+            world.observe()
             if snapshots:
                 table = engine.snapshot(ts)
                 if on_snapshot is not None:
@@ -331,6 +332,7 @@ def summarize(
     eng, sc = world.engine, world.scenario
     world.mark_unobservable()
     world.measure_impacts()
+    world.mark_emergent()
     truth = world.ground_truth() if gear is None else gear.ground_truth(world.ground_truth())
     summary = RunSummary(
         scenario=sc.name,

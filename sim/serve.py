@@ -269,6 +269,7 @@ def _drive(
             while polls * poll < world.duration_s - 1e-9 and not stop.is_set():
                 t = clock()
                 eng.run(min(poll, world.duration_s - eng.now))
+                world.observe()
                 ts = eng.time
                 t, secs["step"] = clock(), secs.get("step", 0.0) + clock() - t
                 if speed is None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 import datetime as dt
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rocescope.sim.incidents import World, build_world
@@ -158,3 +159,59 @@ def test_two_incidents_on_two_rails_each_have_their_own_truth() -> None:
     assert (incast.kind, storm.kind) == ("incast", "pfc_storm")
     assert "leaf-r0-01" in incast.devices and storm.devices == ("gpu-005", "leaf-r2-01")
     assert storm.start_s < incast.end_s and incast.start_s < storm.end_s  # they overlap
+
+
+def _ledger_run(world: World, hot_share: float, seconds: int = 120, down: tuple[int, int] | None = None) -> None:
+    """Feed leaf-r0-01's uplink counters to the world's ledger: 100G uplinks evenly loaded at 20%, except from
+    30 s to 100 s, when the first one runs at 90% while its siblings share what is left."""
+    ledger = world.uplinks
+    assert ledger is not None
+    n = len(ledger.ids)
+    total, rate = np.zeros(n), 100e9 / 8
+    for t in range(seconds + 1):
+        ledger.times.append(float(t))
+        ledger.sent.append(total.copy())
+        up = np.ones(n, dtype=bool)
+        if down is not None and down[0] <= t <= down[1]:
+            up[1] = False
+        ledger.up.append(up)
+        step = np.full(n, 0.2 * rate)
+        if 30 <= t < 100:
+            step[:4] = [hot_share * rate, 0.02 * rate, 0.02 * rate, 0.02 * rate]
+        total += step
+
+
+def test_an_imbalance_the_hashing_made_is_labeled_after_the_run() -> None:
+    world = build_world(scenario([]), start=T0)
+    _ledger_run(world, hot_share=0.9)
+    world.mark_emergent()
+    (truth,) = world.emergent
+    hot = world.topology.uplinks("leaf-r0-01")[0]
+    assert truth.kind == "ecmp_imbalance" and truth.ports == (f"leaf-r0-01:{hot.name}",)
+    assert (truth.start_s, truth.end_s) == (30.0, 100.0)
+    assert "emergent" in truth.description and truth.culprit_jobs == truth.job_ids
+    assert [i["kind"] for i in world.ground_truth()["incidents"]] == ["ecmp_imbalance"]
+    assert world.incidents_arrow().num_rows == 1
+
+
+@pytest.mark.parametrize("case", ["not hot enough", "a sibling flapped"])
+def test_no_imbalance_is_labeled_below_the_kinds_definition(case: str) -> None:
+    world = build_world(scenario([]), start=T0)
+    if case == "not hot enough":
+        _ledger_run(world, hot_share=0.5)  # 50% of its speed: no elephant collision that starves anything
+    else:
+        _ledger_run(world, hot_share=0.9, down=(50, 60))  # a flap moves the flows: no hashing to blame
+    world.mark_emergent()
+    assert (
+        world.emergent == []
+        if case == "not hot enough"
+        else all(t.end_s <= 50 or t.start_s >= 60 for t in world.emergent)
+    )
+
+
+def test_an_injected_imbalance_is_not_labeled_twice() -> None:
+    inc = {"kind": "ecmp_imbalance", "start": "1s", "end": "39s", "leaf": "leaf-r0-01", "uplink": 2, "senders": 3}
+    world = ran(scenario([inc], duration="40s"))
+    assert world.uplinks is not None and world.uplinks.episodes()  # the elephants did collide
+    world.mark_emergent()
+    assert world.emergent == []
