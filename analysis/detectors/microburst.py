@@ -131,9 +131,25 @@ def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
     return hits.group_by(*KEYS, "ts").agg(pl.col("_t").n_unique().alias("marked"))
 
 
-def _quiet_rates(ctx: Context, bursts: pl.DataFrame) -> pl.DataFrame:
-    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples outside the bursts."""
+def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> pl.DataFrame:
+    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples outside the burst
+    readings' intervals and away from its ECN-marking or CNP-sending samples (`evidence`): bursts past the last
+    watermark read of the window (60 s on SONiC) are unread, not quiet."""
     tx = port_utilization(ctx, bursts.select("device", "port").unique())
+    marks = (
+        evidence.filter(pl.col("kind") != "watermark")
+        .select("device", "port", pl.col("ts").alias("_mark"), pl.col("dt_s").alias("_mark_dt"))
+        .sort("_mark")
+    )
+    if not marks.is_empty() and not tx.is_empty():
+        near = (
+            tx.sort("ts")
+            .join_asof(
+                marks, left_on="ts", right_on="_mark", by=["device", "port"], strategy="nearest", check_sortedness=False
+            )
+            .filter((pl.col("_mark") - pl.col("ts")).abs() <= _seconds(pl.max_horizontal("dt_s", "_mark_dt")))
+        )
+        tx = tx.join(near.select("ts", "device", "port").unique(), on=["ts", "device", "port"], how="anti")
     spans = bursts.select("device", "port", "ts", "dt_s").with_columns(
         (pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo")
     )
@@ -148,11 +164,12 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     bursts = burst_readings(ctx, p)
     if bursts.is_empty():
         return []
-    marked = _corroborating(downlink_evidence(ctx, p), bursts)
+    evidence = downlink_evidence(ctx, p)
+    marked = _corroborating(evidence, bursts)
     bursts = bursts.join(marked, on=[*KEYS, "ts"], how="left").with_columns(
         pl.max_horizontal(pl.lit(1), pl.col("marked").fill_null(0)).alias("intervals")
     )
-    bursts = bursts.join(_quiet_rates(ctx, bursts), on=["device", "port"], how="left")
+    bursts = bursts.join(_quiet_rates(ctx, bursts, evidence), on=["device", "port"], how="left")
     base = pl.col("quiet_Bps").fill_null(0.0)
     line = pl.when(pl.col("speed_Bps") > 0).then(pl.col("speed_Bps"))
     excess_s = (pl.col("tx_Bps") - base).clip(lower_bound=0) * pl.col("dt_s") / pl.col("intervals") / line

@@ -240,6 +240,29 @@ def test_microbursts_under_60_s_watermarks_are_a_few_readings_not_60_bursts(stor
     assert not found(store, t, "incast")
 
 
+def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(store: Store, now: dt.datetime) -> None:
+    """Bursts from 30 s to the end of the window: the seconds after the last 60 s watermark read carry bursts
+    nobody read yet. Taken for the port's quiet rate, they would make each burst add no bytes (a queue that
+    drained in 0.2 ms: no fan-in). The port's ECN-marking samples say they are not quiet."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    port = PORTS["gpu-05"]
+    bursts = [(s + 0.5, s + 0.52, 9e6) for s in range(30, 300)]  # 20 ms every second, as synchronized senders do
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in bursts], base=0.1 * LINE), PORT_CLOCK
+    )
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*bursts, base=3e4), WM_CLOCK, priority=3)
+    t.counter(
+        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in bursts]), QUEUE_CLOCK, 3
+    )
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
+    t.land(store)
+
+    (burst,) = found(store, t, "microburst")
+    assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["estimated_burst_ms"] >= 1.0
+
+
 def test_a_clean_hour_with_a_switch_and_a_nic_reboot_finds_nothing(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now - dt.timedelta(minutes=50), 3600)
     for i, host in enumerate(HOSTS, start=1):
