@@ -28,6 +28,8 @@ from rocescope.pipeline.transport import Message, dead_letter_headers
 from rocescope.pipeline.transport import TopicPartition as TP
 
 log = logging.getLogger(__name__)
+#: how long a rewind asks the broker for the committed offsets before `poll` tries again
+REWIND_ASK_MS = 1000
 
 SETTING = "kafka.bootstrap_servers (ROCESCOPE_KAFKA__BOOTSTRAP_SERVERS)"
 
@@ -229,8 +231,13 @@ class KafkaBatchConsumer:
             raise unreachable(cfg, exc) from exc
         self._dlq: KafkaBatchProducer | None = None
         self._pending: list[Message] = []
+        self._rewind_due = False  # a rewind the broker could not answer yet: nothing is polled before it
+        self._rewind_waiting = False
 
     def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
+        if self._rewind_due and not self._rewound():
+            time.sleep(min(timeout_ms, 1000) / 1000)
+            return []
         if self._pending:
             out, self._pending = self._pending, []
             return out
@@ -246,7 +253,11 @@ class KafkaBatchConsumer:
         return out
 
     def commit(self, offsets: Mapping[TP, int]) -> None:
-        self._consumer.commit({TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()})
+        """Commit, or raise within a session timeout (kafka-python waits for ever for a broker that is gone)."""
+        self._consumer.commit(
+            {TopicPartition(t, p): OffsetAndMetadata(o, "", -1) for (t, p), o in offsets.items()},
+            timeout_ms=self.cfg.session_timeout_ms,
+        )
 
     def lag(self) -> int:
         total = 0
@@ -264,12 +275,30 @@ class KafkaBatchConsumer:
         return bool(self._consumer.assignment())
 
     def rewind(self) -> None:
-        for tp in self._consumer.assignment():
-            committed = self._consumer.committed(tp)
-            if committed is None:
-                self._consumer.seek_to_beginning(tp)
-            else:
-                self._consumer.seek(tp, committed)
+        """Back to the committed offsets. The broker says what they are: while it cannot (the commit failed
+        because it went away), the rewind waits and `poll` returns nothing, so no uncommitted message is
+        skipped and the caller keeps running."""
+        self._pending.clear()
+        self._rewind_due = True
+        self._rewound()
+
+    def _rewound(self) -> bool:
+        try:
+            for tp in self._consumer.assignment():
+                committed = self._consumer.committed(tp, timeout_ms=REWIND_ASK_MS)
+                if committed is None:
+                    self._consumer.seek_to_beginning(tp)
+                else:
+                    self._consumer.seek(tp, committed)
+        except KafkaError as exc:
+            if not self._rewind_waiting:  # one line per outage, not one per poll
+                log.warning("kafka: cannot rewind to the committed offsets yet (%s); polling waits until it can", exc)
+            self._rewind_waiting = True
+            return False
+        if self._rewind_waiting:
+            log.warning("kafka: rewound to the committed offsets; polling again")
+        self._rewind_due = self._rewind_waiting = False
+        return True
 
     def dead_letter(self, message: Message, reason: str) -> None:
         if self._dlq is None:

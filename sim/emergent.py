@@ -91,7 +91,7 @@ class UplinkLedger:
             util = b / (span[:, None] * speed[None, :])
             hot_util = util[np.arange(len(hot)), hot]
             siblings = (util.sum(axis=1) - hot_util) / (n - 1)
-            flapped = np.array([down[lo : hi + 1, cols].any() for lo, hi in itertools.pairwise(at)])
+            flapped = np.array([down[lo : hi + 1, cols].any() for lo, hi in itertools.pairwise(at)], dtype=bool)
             bad = (
                 (share >= 1 / n + MIN_EXCESS * (1 - 1 / n))
                 & (hot_util >= HOT_UTILIZATION)

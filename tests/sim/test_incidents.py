@@ -215,3 +215,10 @@ def test_an_injected_imbalance_is_not_labeled_twice() -> None:
     assert world.uplinks is not None and world.uplinks.episodes()  # the elephants did collide
     world.mark_emergent()
     assert world.emergent == []
+
+
+def test_a_run_shorter_than_a_bucket_labels_nothing() -> None:
+    world = ran(scenario([], duration="4s"))
+    assert world.uplinks is not None and len(world.uplinks.times) >= 4
+    world.mark_emergent()
+    assert world.emergent == []
