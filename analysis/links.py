@@ -116,8 +116,8 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
 
     def best(a: Port) -> tuple[float, Port | None]:
         scored = sorted((counts.mismatch(a, b), b) for b in candidates.get(a, ()))
-        if not scored or (len(scored) > 1 and scored[0][0] > UNIQUE * scored[1][0]):
-            return float("inf"), None  # nothing fits, or two ports fit about as well: no telling which
+        if not scored or (len(scored) > 1 and scored[0][0] >= UNIQUE * scored[1][0]):
+            return float("inf"), None  # nothing fits, or two fit about as well (or exactly: one flow each): no telling
         err, b = scored[0]
         return err, b
 
