@@ -56,7 +56,7 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -224,7 +224,7 @@ def _judge(
             )
     chance = chance_idle(busy, cold_groups, n, len(cold_at))
     enough = cold_groups >= max(p.min_groups, p.min_group_agreement * active.height)
-    if not enough or chance > p.max_chance:
+    if not enough:
         return None
     grand = sum(shares) or 1.0
     position_share = [s / grand for s in shares]
@@ -265,7 +265,28 @@ def spine_episodes(ctx: Context, p: PolarizationParams) -> tuple[list[SpineEpiso
         else:
             clusters.append((spine, n, {pos}, start, end))
     found = [_judge(data, spine, n, tuple(sorted(cold)), start, end, p) for spine, n, cold, start, end in clusters]
-    return [e for e in found if e is not None], data
+    return _unlikely([e for e in found if e is not None], p.max_chance), data
+
+
+def _unlikely(eps: list[SpineEpisode], max_chance: float) -> list[SpineEpisode]:
+    """The episodes independent hashing would hardly give: alone (`chance_independent` at most `max_chance`),
+    or jointly with the other spines' episodes at the same time. Each spine hashes on its own, so their chances
+    combine as independent tests do (Fisher: the chance that a product of k uniform chances is at most t is
+    t * sum_{i<k} (-ln t)^i / i!): a fabric whose spines each have too few groups to tell (or lost a group to a
+    cable no LLDP named) still shows it across its spines."""
+    keep: list[SpineEpisode] = []
+    for incident in _incidents(eps):
+        product = math.prod(float(e.evidence["chance_independent"]) for e in incident)
+        joint = (
+            min(1.0, product * sum((-math.log(product)) ** i / math.factorial(i) for i in range(len(incident))))
+            if product > 0
+            else 0.0
+        )
+        for e in incident:
+            alone = float(e.evidence["chance_independent"]) <= max_chance
+            if alone or joint <= max_chance:
+                keep.append(replace(e, evidence={**e.evidence, "chance_joint": joint}) if not alone else e)
+    return keep
 
 
 def _incidents(eps: list[SpineEpisode]) -> list[list[SpineEpisode]]:

@@ -10,7 +10,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from rocescope.analysis.detectors.polarization import chance_idle, imbalance
+from rocescope.analysis.detectors.polarization import SpineEpisode, _unlikely, chance_idle, imbalance
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.pipeline.batch import conform
 from rocescope.sim.evaluate import score
@@ -97,6 +97,28 @@ def test_chance_idle_values() -> None:
     assert chance_idle([2] * 8, 8, 4, 2) == pytest.approx(6 * (1 / 6) ** 8)  # two busy members per group
     assert chance_idle([3, 1], 1, 4, 2) == pytest.approx(1.0)  # capped: a set picked after looking
     assert chance_idle([4], 1, 4, 1) == 0.0  # every member busy: it idles none
+
+
+def _episode(spine: str, chance: float, start_s: float = 60.0) -> SpineEpisode:
+    t0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+    at, to = t0 + dt.timedelta(seconds=start_s), t0 + dt.timedelta(seconds=start_s + 120)
+    return SpineEpisode(spine, 2, (1,), at, to, (), (), {"chance_independent": chance})
+
+
+@pytest.mark.parametrize(
+    ("chances", "kept"),
+    [
+        ((0.005,), 1),  # unlikely alone
+        ((0.0156,), 0),  # seven groups of one flow: 2 / 2^7, could be luck
+        ((0.0156, 0.031), 2),  # two spines, 7 and 6 groups agreeing at once: Fisher-combined 0.004
+        ((0.05, 0.05), 0),  # two borderline spines: combined 0.017, could still be luck
+    ],
+)
+def test_spines_that_agree_at_once_combine_their_chances(chances: tuple[float, ...], kept: int) -> None:
+    eps = [_episode(f"spine-{k}", c) for k, c in enumerate(chances)]
+    assert len(_unlikely(eps, 0.01)) == kept
+    far_apart = [_episode(f"spine-{k}", c, start_s=1000.0 * k) for k, c in enumerate(chances)]
+    assert len(_unlikely(far_apart, 0.01)) == sum(c <= 0.01 for c in chances)  # not at once: each alone
 
 
 def test_imbalance_measures() -> None:
