@@ -11,8 +11,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
   senders meet) that reached `min_watermark_bytes`, over whose interval (since the previous read, at
   the queue's own cadence: 1 s or SONiC's 60 s) the port transmitted at most `max_utilization` of its speed
   on average, with no incast inside it (no `incast_intervals` consecutive transmit samples at
-  `busy_utilization` or more, within `guard_intervals` of the interval), the port not held paused
-  (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a PFC storm's victim),
+  `busy_utilization` or more, within `guard_intervals` of the interval) nor any transmit sample that busy
+  inside it (a burst the port's own rate shows is no microburst: a backlog released for seconds), the port
+  not held paused (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a PFC storm's victim),
   and, where the occupancy is read with the watermark, drained again by the read (at most
   `max_left_fraction` of the watermark). One reading is one peak, never as many bursts as the interval has
   seconds;
@@ -24,7 +25,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
 * per finding: burst count, peak occupancy (highest watermark) and estimated burst duration: the bytes
   the port sent in a burst interval beyond its quiet rate, at line rate (a lower bound: the time the port
   was busy with the burst), never less than the time to drain the peak queue;
-* receiver, senders and jobs as for incast (`congestion.fan_in`).
+* receiver, senders and jobs as for incast (`congestion.fan_in`); senders paused on average more than
+  `max_sender_paused_fraction` of the time make no microburst (bursts pause them for their milliseconds; a
+  storm or deadlock upstream holds them far longer, and what it releases is its spread).
 """
 
 from __future__ import annotations
@@ -57,6 +60,14 @@ class MicroburstParams(FanInParams):
         0.5, ge=0, le=1, description="Occupancy at the read at most this share of the watermark (drained)."
     )
     max_paused_fraction: float = Field(0.5, ge=0, le=1, description="Share of the interval the port was paused.")
+    max_sender_paused_fraction: float = Field(
+        0.1,
+        ge=0,
+        le=1,
+        description="Mean share of the time the senders were paused, at most: bursts pause their senders for their "
+        "few milliseconds; senders paused far longer are caught in a PFC storm or deadlock, whose released backlog "
+        "is no microburst.",
+    )
     min_burst_ms: float = Field(
         1.0, ge=0, description="Median estimated burst length at least (bursts that add no bytes are not fan-in)."
     )
@@ -105,6 +116,13 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
         pl.col("ts") >= pl.col("b_start") - guard,
     )
     reads = reads.join(near.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
+    # nor a port sample at `busy_utilization` inside it: a burst the port's own rate shows is no microburst (a
+    # backlog released for seconds after a stall, as when a PFC watchdog breaks a deadlock now and then)
+    busy = util.filter(pl.col("utilization") >= p.busy_utilization).select("device", "port", pl.col("ts").alias("_b"))
+    seen = reads.join(busy, on=["device", "port"]).filter(
+        pl.col("_b") > pl.col("ts") - _seconds(pl.col("dt_s")), pl.col("_b") <= pl.col("ts") + _seconds(pl.lit(tol))
+    )
+    reads = reads.join(seen.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
     if reads.is_empty():
         return reads
     frames = ctx.frames
@@ -132,9 +150,10 @@ def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
 
 
 def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> pl.DataFrame:
-    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples outside the burst
-    readings' intervals and away from its ECN-marking or CNP-sending samples (`evidence`): bursts past the last
-    watermark read of the window (60 s on SONiC) are unread, not quiet."""
+    """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples away from its
+    ECN-marking or CNP-sending samples (`evidence`, 1-10 s apart: finer than the watermark reads, and they see
+    the bursts after the last read of the window, which are unread, not quiet); for a port without such
+    samples, its samples outside the burst readings' intervals."""
     tx = port_utilization(ctx, bursts.select("device", "port").unique())
     marks = (
         evidence.filter(pl.col("kind") != "watermark")
@@ -150,8 +169,15 @@ def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> 
             .filter((pl.col("_mark") - pl.col("ts")).abs() <= _seconds(pl.max_horizontal("dt_s", "_mark_dt")))
         )
         tx = tx.join(near.select("ts", "device", "port").unique(), on=["ts", "device", "port"], how="anti")
-    spans = bursts.select("device", "port", "ts", "dt_s").with_columns(
-        (pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo")
+    unmarked = (
+        bursts.select("device", "port")
+        .unique()
+        .join(marks.select("device", "port").unique(), on=["device", "port"], how="anti")
+    )
+    spans = (
+        bursts.join(unmarked, on=["device", "port"])
+        .select("device", "port", "ts", "dt_s")
+        .with_columns((pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo"))
     )
     inside = tx.join(spans.rename({"ts": "_hi", "dt_s": "_d"}), on=["device", "port"]).filter(
         pl.col("ts") > pl.col("_lo"), pl.col("ts") <= pl.col("_hi")
@@ -199,6 +225,9 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
         fan = fan_in(ctx, device, port, prio, start, end, p)
         if fan is None or len(fan.senders) < p.min_senders:
             continue
+        held = [x.paused_us_per_s / 1e6 for x in fan.senders]
+        if held and sum(held) / len(held) > p.max_sender_paused_fraction:
+            continue  # senders held back by pauses a good part of the time: a storm's or deadlock's spread
         receiver = f"{fan.receiver[0]}:{fan.receiver[1]}"
         burst_s, peak, util = row["burst_s"], float(row["peak"]), row["util"]
         ms = f", ~{burst_s * 1000:.0f} ms each" if burst_s is not None else ""

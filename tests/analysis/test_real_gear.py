@@ -263,6 +263,57 @@ def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(s
     assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["estimated_burst_ms"] >= 1.0
 
 
+def test_backlogs_released_for_seconds_are_no_microbursts(store: Store, now: dt.datetime) -> None:
+    """A port that sends 2 s of backlog every 30 s (a stalled queue let go, as a PFC watchdog breaking a deadlock
+    does) fills its queue between 60 s watermark reads and is not busy on average, but each release lasts two
+    port polls: the port's own rate samples show it, it is no burst hidden between reads."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    port = PORTS["gpu-05"]
+    releases = [(s, s + 2.0) for s in range(40, 290, 30)]
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, 0.75 * LINE) for a, b in releases], base=0.1 * LINE),
+        PORT_CLOCK,
+    )  # fmt: skip
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    wm = steps(*[(a, b, 3e6) for a, b in releases], base=3e4)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", wm, WM_CLOCK, priority=3)
+    marks = steps(*[(a, b, 3e6) for a, b in releases])
+    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", marks, QUEUE_CLOCK, 3)
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
+    t.land(store)
+
+    assert not {f.kind for f in found(store, t)} & {"microburst", "incast"}
+
+
+@pytest.mark.parametrize(("paused", "bursts"), [(0.01, True), (0.3, False)], ids=["bursts", "deadlock_spread"])
+def test_bursts_whose_senders_are_held_paused_are_no_microbursts(
+    store: Store, now: dt.datetime, paused: float, bursts: bool
+) -> None:
+    """The same queue peaks between 60 s watermark reads: from senders paused 1% of the time (their bursts'
+    milliseconds) a microburst; from senders the leaf holds paused 30% of the time (a deadlock or storm upstream
+    of them, whose backlog trickles through) none."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    port = PORTS["gpu-05"]
+    peaks = [(s + 0.5, s + 0.52, 9e6) for s in range(30, 300)]
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in peaks], base=0.1 * LINE), PORT_CLOCK
+    )
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*peaks, base=3e4), WM_CLOCK, priority=3)
+    t.counter(
+        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in peaks]), QUEUE_CLOCK, 3
+    )
+    for sender in HOSTS[5:9]:
+        t.counter("leaf1", "switch", PORTS[sender], "pfc_tx_pause_duration_us", steps((30.0, 300.0, paused * 1e6)),
+                  PORT_CLOCK, priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
+    t.land(store)
+
+    assert bool(found(store, t, "microburst")) == bursts
+
+
 def test_a_clean_hour_with_a_switch_and_a_nic_reboot_finds_nothing(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now - dt.timedelta(minutes=50), 3600)
     for i, host in enumerate(HOSTS, start=1):
