@@ -26,7 +26,8 @@ that bursts of synchronized senders build at the last hop). The shared physics i
   the port sent in a burst interval beyond its quiet rate, at line rate (a lower bound: the time the port
   was busy with the burst), never less than the time to drain the peak queue;
 * receiver, senders and jobs as for incast (`congestion.fan_in`); senders paused on average more than
-  `max_sender_paused_fraction` of the time make no microburst (bursts pause them for their milliseconds; a
+  `max_sender_paused_fraction` of the time (pause duration, or XOFF frames times the 0xFFFF quanta each holds
+  where only frames are counted) make no microburst (bursts pause them for their milliseconds; a
   storm or deadlock upstream holds them far longer, and what it releases is its spread).
 """
 
@@ -42,6 +43,7 @@ from rocescope.analysis.detectors.congestion import (
     QUEUE_NOW,
     RX_PAUSED_US,
     FanInParams,
+    Sender,
     downlink_evidence,
     fan_in,
     port_utilization,
@@ -186,6 +188,22 @@ def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> 
     return tx.group_by("device", "port").agg(pl.col("tx_Bps").median().alias("quiet_Bps"))
 
 
+#: bit times a pause quantum lasts, and the quanta an XOFF frame asks for (switches send the most, refreshing it)
+QUANTUM_BITS, XOFF_QUANTA = 512, 0xFFFF
+
+
+def _paused_share(ctx: Context, sender: Sender) -> float:
+    """The share of the time the leaf held a sender paused: its pause duration counter, else (Broadcom counts
+    frames only) its XOFF frames per second times what one frame holds at the port's speed, at most 1."""
+    if sender.paused_us_per_s > 0 or sender.pause_frames_per_s <= 0:
+        return sender.paused_us_per_s / 1e6
+    device, _, port = sender.ref.partition(":")
+    speed = ctx.speeds.of(device, port)
+    if speed is None or speed.bps <= 0:
+        return 0.0
+    return min(1.0, sender.pause_frames_per_s * QUANTUM_BITS * XOFF_QUANTA / speed.bps)
+
+
 def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     bursts = burst_readings(ctx, p)
     if bursts.is_empty():
@@ -225,7 +243,7 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
         fan = fan_in(ctx, device, port, prio, start, end, p)
         if fan is None or len(fan.senders) < p.min_senders:
             continue
-        held = [x.paused_us_per_s / 1e6 for x in fan.senders]
+        held = [_paused_share(ctx, x) for x in fan.senders]
         if held and sum(held) / len(held) > p.max_sender_paused_fraction:
             continue  # senders held back by pauses a good part of the time: a storm's or deadlock's spread
         receiver = f"{fan.receiver[0]}:{fan.receiver[1]}"

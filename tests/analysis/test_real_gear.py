@@ -286,9 +286,13 @@ def test_backlogs_released_for_seconds_are_no_microbursts(store: Store, now: dt.
     assert not {f.kind for f in found(store, t)} & {"microburst", "incast"}
 
 
-@pytest.mark.parametrize(("paused", "bursts"), [(0.01, True), (0.3, False)], ids=["bursts", "deadlock_spread"])
+@pytest.mark.parametrize(
+    ("paused", "frames_only", "bursts"),
+    [(0.01, False, True), (0.3, False, False), (0.01, True, True), (0.3, True, False)],
+    ids=["bursts", "deadlock_spread", "bursts_frames_only", "deadlock_spread_frames_only"],
+)
 def test_bursts_whose_senders_are_held_paused_are_no_microbursts(
-    store: Store, now: dt.datetime, paused: float, bursts: bool
+    store: Store, now: dt.datetime, paused: float, frames_only: bool, bursts: bool
 ) -> None:
     """The same queue peaks between 60 s watermark reads: from senders paused 1% of the time (their bursts'
     milliseconds) a microburst; from senders the leaf holds paused 30% of the time (a deadlock or storm upstream
@@ -306,8 +310,13 @@ def test_bursts_whose_senders_are_held_paused_are_no_microbursts(
         "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in peaks]), QUEUE_CLOCK, 3
     )
     for sender in HOSTS[5:9]:
-        t.counter("leaf1", "switch", PORTS[sender], "pfc_tx_pause_duration_us", steps((30.0, 300.0, paused * 1e6)),
-                  PORT_CLOCK, priority=3)  # fmt: skip
+        if frames_only:  # Broadcom: XOFF frames counted, no duration; each holds 0xFFFF quanta (84 us at 400G)
+            xoff = paused / (512 * 0xFFFF / (8 * LINE))
+            t.counter("leaf1", "switch", PORTS[sender], "pfc_tx_pause", steps((30.0, 300.0, xoff)), PORT_CLOCK, 3)
+            t.gauge("leaf1", "switch", PORTS[sender], "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)
+        else:
+            t.counter("leaf1", "switch", PORTS[sender], "pfc_tx_pause_duration_us", steps((30.0, 300.0, paused * 1e6)),
+                      PORT_CLOCK, priority=3)  # fmt: skip
     t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
     t.land(store)
 
