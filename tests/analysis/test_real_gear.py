@@ -209,29 +209,29 @@ def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
     assert 0.2 < loss.evidence["handled_share"] < 0.4
 
 
+def bursting(t: Telemetry, spans: list[tuple[float, float]], rate: float = LINE, peak: float = 9e6) -> str:
+    """gpu-05's leaf port sending `rate` in `spans` over 10% of its line, its queue peaking at `peak` and marking
+    ECN then, on a leaf whose gpu-01 port runs at 95% (the speed every port's is inferred from). Its port."""
+    port = PORTS["gpu-05"]
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, rate) for a, b in spans], base=0.1 * LINE), PORT_CLOCK
+    )
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*[(a, b, peak) for a, b in spans], base=3e4),
+            WM_CLOCK, priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b in spans]),
+              QUEUE_CLOCK, 3)  # fmt: skip
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)
+    return port
+
+
 def test_microbursts_under_60_s_watermarks_are_a_few_readings_not_60_bursts(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now, 300)
     fabric(t, busy=0.1 * LINE)
-    port = PORTS["gpu-05"]
-    bursts = [(s, s + 0.03, 9e6) for s in range(60, 180, 2)]  # 30 ms every 2 s for two minutes
-    t.counter(
-        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in bursts], base=0.1 * LINE), PORT_CLOCK
-    )
-    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
-    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*bursts, base=3e4), WM_CLOCK, priority=3)
-    t.counter(
-        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in bursts]), QUEUE_CLOCK, 3
-    )
+    port = bursting(t, [(s, s + 0.03) for s in range(60, 180, 2)])  # 30 ms every 2 s for two minutes
     for other in HOSTS:
-        if other != "gpu-05":
-            t.counter(
-                "leaf1",
-                "switch",
-                PORTS[other],
-                "tx_bytes",
-                steps(base=0.95 * LINE if other == "gpu-01" else 0.1 * LINE),
-                PORT_CLOCK,
-            )
+        if other not in ("gpu-01", "gpu-05"):
+            t.counter("leaf1", "switch", PORTS[other], "tx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
     t.land(store)
 
     (burst,) = found(store, t, "microburst")
@@ -246,17 +246,7 @@ def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(s
     drained in 0.2 ms: no fan-in). The port's ECN-marking samples say they are not quiet."""
     t = Telemetry(now, 300)
     fabric(t, busy=0.1 * LINE)
-    port = PORTS["gpu-05"]
-    bursts = [(s + 0.5, s + 0.52, 9e6) for s in range(30, 300)]  # 20 ms every second, as synchronized senders do
-    t.counter(
-        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in bursts], base=0.1 * LINE), PORT_CLOCK
-    )
-    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
-    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*bursts, base=3e4), WM_CLOCK, priority=3)
-    t.counter(
-        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in bursts]), QUEUE_CLOCK, 3
-    )
-    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
+    port = bursting(t, [(s + 0.5, s + 0.52) for s in range(30, 300)])  # 20 ms every second, as synchronized senders do
     t.land(store)
 
     (burst,) = found(store, t, "microburst")
@@ -269,18 +259,7 @@ def test_backlogs_released_for_seconds_are_no_microbursts(store: Store, now: dt.
     port polls: the port's own rate samples show it, it is no burst hidden between reads."""
     t = Telemetry(now, 300)
     fabric(t, busy=0.1 * LINE)
-    port = PORTS["gpu-05"]
-    releases = [(s, s + 2.0) for s in range(40, 290, 30)]
-    t.counter(
-        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, 0.75 * LINE) for a, b in releases], base=0.1 * LINE),
-        PORT_CLOCK,
-    )  # fmt: skip
-    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
-    wm = steps(*[(a, b, 3e6) for a, b in releases], base=3e4)
-    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", wm, WM_CLOCK, priority=3)
-    marks = steps(*[(a, b, 3e6) for a, b in releases])
-    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", marks, QUEUE_CLOCK, 3)
-    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
+    bursting(t, [(s, s + 2.0) for s in range(40, 290, 30)], rate=0.75 * LINE, peak=3e6)
     t.land(store)
 
     assert not {f.kind for f in found(store, t)} & {"microburst", "incast"}
@@ -299,16 +278,7 @@ def test_bursts_whose_senders_are_held_paused_are_no_microbursts(
     of them, whose backlog trickles through) none."""
     t = Telemetry(now, 300)
     fabric(t, busy=0.1 * LINE)
-    port = PORTS["gpu-05"]
-    peaks = [(s + 0.5, s + 0.52, 9e6) for s in range(30, 300)]
-    t.counter(
-        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b, _ in peaks], base=0.1 * LINE), PORT_CLOCK
-    )
-    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
-    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*peaks, base=3e4), WM_CLOCK, priority=3)
-    t.counter(
-        "leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b, _ in peaks]), QUEUE_CLOCK, 3
-    )
+    bursting(t, [(s + 0.5, s + 0.52) for s in range(30, 300)])
     for sender in HOSTS[5:9]:
         if frames_only:  # Broadcom: XOFF frames counted, no duration; each holds 0xFFFF quanta (84 us at 400G)
             xoff = paused / (512 * 0xFFFF / (8 * LINE))
@@ -317,7 +287,6 @@ def test_bursts_whose_senders_are_held_paused_are_no_microbursts(
         else:
             t.counter("leaf1", "switch", PORTS[sender], "pfc_tx_pause_duration_us", steps((30.0, 300.0, paused * 1e6)),
                       PORT_CLOCK, priority=3)  # fmt: skip
-    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)  # its speed
     t.land(store)
 
     assert bool(found(store, t, "microburst")) == bursts
