@@ -88,8 +88,8 @@ class Group(_Model):
     #: Stamp offset of this group's notifications after the device's read (milliseconds).
     offset_ms: float = Field(0.0, ge=0, le=500)
     metrics: tuple[str, ...] = Field(min_length=1)
-    #: Per-priority metrics only for these priorities (the PFC watchdog watches lossless queues; Cumulus
-    #: counts the RoCE class); None: every priority the model reports.
+    #: Per-priority metrics only for these priorities (the PFC watchdog watches lossless queues; NVUE's RoCE
+    #: counters count the RoCE class); None: every priority the model reports.
     priorities: tuple[int, ...] | None = None
 
     @model_validator(mode="after")

@@ -15,12 +15,16 @@ the path each is served at (a `Served`), by dialect:
 * `srlinux`: `/interface[name=P]/statistics/...`, `oper-state` (up/down), `ethernet/port-speed` (`400G`), and
   under `/qos/interfaces/interface[interface-id=P]`: `pfc/statistics/pfc-priority[index=Q]/...`,
   `pfc/pfc-queue[pfc-queue-name=queue-Q]/...`, `output/queues/queue[queue-name=queue-Q]/queue-depth/...`;
-* `cumulus`: the OpenConfig interface paths; its RoCE counters (NVUE `nv show interface <if> qos roce
-  counters`) are on no gNMI path the profile's names come from.
+* `cumulus` (Cumulus Linux 5.17's gNMI server, tests/fixtures/cumulus): the OpenConfig interface and queue
+  paths, and NVIDIA's own beside them: `/interfaces/interface[name=P]/state/counters/ecn-marked-pkts`, under
+  `/qos/interfaces/interface[interface-id=P]`: `switch-priority[priority=Q]/state/...` (pause frames and
+  durations), `input/priority-group[pg-id=Q]/state/shared-buffer/data/...` (PG buffer use) and the queue's
+  `state/instant-queue-len`, `state/no-buffer-uc-dropped-pkts`, `state/shared-buffer/data/...`.
 
 What no gNMI path serves is `None` here: Arista's ARISTA-PFC-MIB objects (served over SNMP, `snmp_objects`),
-Cumulus's NVUE RoCE counters, SONiC's buffer pool watermark (its COUNTERS_DB key is the pool's SAI object id;
-sonic-gnmi has no virtual path for it).
+Cumulus's NVUE-only counters (`nv show interface <if> qos roce counters` keys: the profile names gNMI leaves),
+SONiC's buffer pool watermark (its COUNTERS_DB key is the pool's SAI object id; sonic-gnmi has no virtual path
+for it).
 
 Each served row also names the subscription that reads it (path, gNMI target); `subscriptions` turns a
 profile's rows into the collector's SAMPLE subscriptions, each at the finest cadence of the metric groups
@@ -145,12 +149,44 @@ def _srlinux(port: str, prio: int, metric: str, raw: str) -> Served | None:
     return Served("openconfig", (*head, *body), 0, 3, style, sub)
 
 
+#: Cumulus's lists under /qos/interfaces/interface[interface-id=P]: the raw name's head -> (the elements up to
+#: the list entry, the entry's element, its key).
+_CUMULUS_LISTS = {
+    "switch-priority/": ((), "switch-priority", "priority"),
+    "input/priority-group/": (("input",), "priority-group", "pg-id"),
+}
+
+
+def _cumulus(port: str, prio: int, metric: str, raw: str) -> Served | None:
+    if catalog.resolve("openconfig", raw) is not None:
+        return _openconfig(port, prio, metric, raw)
+    if catalog.resolve("cumulus", raw) is None:
+        return None
+    head = (_e("qos"), _e("interfaces"), _e("interface", **{"interface-id": port}))
+    for lead, (above, name, key) in _CUMULUS_LISTS.items():
+        if raw.startswith(lead) and prio >= 0:
+            entry = (*(_e(a) for a in above), _e(name, **{key: str(prio)}))
+            elems = (*head, *entry, *_rest(raw.removeprefix(lead)))
+            sub = "/qos/interfaces/interface/" + lead.rstrip("/")
+            return Served("openconfig", elems, 0, len(head) + len(entry), "number", sub)
+    if not raw.startswith("state/"):
+        return None  # an NVUE key: on no gNMI path
+    if prio < 0:
+        elems = (_e("interfaces"), _e("interface", name=port), *_rest(raw))
+        return Served("openconfig", elems, 0, 2, "number", "/interfaces/interface/state/counters")
+    queue = (*head, _e("output"), _e("queues"), _e("queue", name=str(prio)))
+    sub = "/qos/interfaces/interface/output/queues/queue/state"
+    return Served("openconfig", (*queue, *_rest(raw)), 0, 6, "number", sub)
+
+
 def served(dialect: str, port: str, prio: int, metric: str, raw: str, group: str) -> Served | None:
     """Where a switch of `dialect` serves one row over gNMI; None where no gNMI path serves it."""
     if dialect == "sonic":
         return _sonic(port, prio, raw, group)
-    if dialect in ("openconfig", "cumulus"):
+    if dialect == "openconfig":
         return _openconfig(port, prio, metric, raw)
+    if dialect == "cumulus":
+        return _cumulus(port, prio, metric, raw)
     if dialect == "srlinux":
         return _srlinux(port, prio, metric, raw)
     raise ValueError(f"no gNMI paths for dialect {dialect!r}")
