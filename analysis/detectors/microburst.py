@@ -33,6 +33,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
 
 from __future__ import annotations
 
+import datetime as dt
+from typing import Any
+
 import polars as pl
 from pydantic import Field
 
@@ -41,6 +44,7 @@ from rocescope.analysis.detectors.base import Context, Detector
 from rocescope.analysis.detectors.congestion import (
     KEYS,
     QUEUE_NOW,
+    QUEUE_WM,
     RX_PAUSED_US,
     FanInParams,
     Sender,
@@ -50,6 +54,8 @@ from rocescope.analysis.detectors.congestion import (
 )
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
+
+Span = tuple[dt.datetime, dt.datetime]
 
 
 class MicroburstParams(FanInParams):
@@ -151,6 +157,37 @@ def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
     return hits.group_by(*KEYS, "ts").agg(pl.col("_t").n_unique().alias("marked"))
 
 
+def _marked_span(ctx: Context, evidence: pl.DataFrame, row: dict[str, Any], p: MicroburstParams) -> Span:
+    """An episode's span narrowed to its port's ECN-marking and CNP-sending samples (1-10 s apart, where the
+    watermark reads may be 60 s apart: the reads bound when the bursts could have been, the marks say when they
+    were); the reads' span where the port has no such samples. Marks that go on after the port's last read
+    (the data ends before its next one) are bursts no read saw yet: the span runs on through them while they
+    follow each other closer than `merge_gap_s`."""
+    start: dt.datetime = row["start"]
+    end: dt.datetime = row["end"]
+    marks = evidence.filter(
+        pl.col("kind") != "watermark", pl.col("device") == row["device"], pl.col("port") == row["port"]
+    ).sort("ts")
+    inside = marks.filter(pl.col("ts") > start, pl.col("ts") <= end)
+    if inside.is_empty():
+        return start, end
+    first: dt.datetime = inside.select((pl.col("ts") - _seconds(pl.col("dt_s"))).min()).item()
+    last: dt.datetime = inside.select(pl.col("ts").max()).item()
+    if not _read_after(ctx, row, end):
+        for ts, dt_s in marks.filter(pl.col("ts") > end).select("ts", "dt_s").iter_rows():
+            if (ts - last).total_seconds() > max(p.merge_gap_s, 1.5 * dt_s):
+                break
+            last = ts
+    return max(start, first), last
+
+
+def _read_after(ctx: Context, row: dict[str, Any], end: dt.datetime) -> bool:
+    """Whether the port's queue watermark was read after `end` (what came after is then known)."""
+    reads = ctx.frames.gauges([QUEUE_WM], devices=[row["device"]], roles=["switch"])
+    later = reads.filter(pl.col("port") == row["port"], pl.col("priority") == row["priority"], pl.col("ts") > end)
+    return not later.is_empty()
+
+
 def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> pl.DataFrame:
     """Each bursting port's usual transmit rate (`quiet_Bps`): the median over its samples away from its
     ECN-marking or CNP-sending samples (`evidence`, 1-10 s apart: finer than the watermark reads, and they see
@@ -239,7 +276,7 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     findings = []
     for row in eps.iter_rows(named=True):
         device, port, prio, n = row["device"], row["port"], int(row["priority"]), int(row["bursts"])
-        start, end = ctx.clip(row["start"], row["end"])
+        start, end = ctx.clip(*_marked_span(ctx, evidence, row, p))
         fan = fan_in(ctx, device, port, prio, start, end, p)
         if fan is None or len(fan.senders) < p.min_senders:
             continue

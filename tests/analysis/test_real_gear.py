@@ -253,6 +253,21 @@ def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(s
     assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["estimated_burst_ms"] >= 1.0
 
 
+def test_a_microburst_lasts_while_its_port_marks_not_from_read_to_read(store: Store, now: dt.datetime) -> None:
+    """Bursts from 75 s to 285 s under 60 s watermark reads (at 60.4, 120.4, 180.4, 240.4 s): the reads alone put
+    them from 60.4 s (the first bursting read's interval) to 240.4 s (the last read). The queue's 10 s ECN
+    samples say when they were, and those after the last read (the window ends before the next) are bursts no
+    read saw yet: the finding runs from about 75 s to about 285 s, what a job's loss is measured over."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    bursting(t, [(s + 0.5, s + 0.52) for s in range(75, 285)])
+    t.land(store)
+
+    (burst,) = found(store, t, "microburst")
+    began, ended = ((x - now).total_seconds() for x in (burst.start, burst.end))
+    assert 65 <= began <= 81 and 280 <= ended <= 296, (began, ended)
+
+
 def test_backlogs_released_for_seconds_are_no_microbursts(store: Store, now: dt.datetime) -> None:
     """A port that sends 2 s of backlog every 30 s (a stalled queue let go, as a PFC watchdog breaking a deadlock
     does) fills its queue between 60 s watermark reads and is not busy on average, but each release lasts two
