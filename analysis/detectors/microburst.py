@@ -20,6 +20,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
 * burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
   `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
   intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more;
+* a finding lasts while its port's ECN-marking and CNP-sending samples inside it say the bursts were (the
+  reads only bound them: a 60 s read's interval began up to a minute before the first burst), and on through
+  such samples after the port's last read when the data ends before its next one (bursts no read saw yet);
 * a finding needs a median estimated burst length of `min_burst_ms` (below: the port's usual traffic
   bunched up, e.g. a victim flow's backlog released after a pause upstream, not new traffic);
 * per finding: burst count, peak occupancy (highest watermark) and estimated burst duration: the bytes
