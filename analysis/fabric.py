@@ -69,7 +69,7 @@ def canonical_port(name: str, switch: bool = True) -> str:
     return _SEPARATOR.sub("", s)
 
 
-def _port_order(name: str) -> tuple[tuple[int, int | str], ...]:
+def port_order(name: str) -> tuple[tuple[int, int | str], ...]:
     """Natural order of port names (`Ethernet8` before `Ethernet64`, `swp2` before `swp10`)."""
     return tuple((0, int(p)) if p.isdigit() else (1, p) for p in re.split(r"(\d+)", name.lower()) if p)
 
@@ -167,7 +167,7 @@ class Fabric:
             return hit
         alias = _ALIAS.match(port.strip().lower())
         if alias is not None:
-            ordered = sorted(known, key=_port_order)
+            ordered = sorted(known, key=port_order)
             n = int(alias.group(1))
             if 1 <= n <= len(ordered):
                 return ordered[n - 1]
@@ -237,7 +237,7 @@ class Fabric:
         ports = {p for d, p in self.peers if d == device}
         if device in self._blind_leaves:
             ports |= self.counter_ports.get(device, set())
-        return sorted(ports, key=_port_order)
+        return sorted(ports, key=port_order)
 
     def uplinks(self, leaf: str) -> list[str]:
         """A leaf's ports towards the spines."""

@@ -26,12 +26,12 @@ window, at most 120 buckets in a long one; asked of the store only when some swi
 from __future__ import annotations
 
 import bisect
-import re
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 
 import polars as pl
 
+from rocescope.analysis.fabric import port_order
 from rocescope.analysis.frames import LINKS_SCHEMA, Frames
 
 __all__ = ["CHANNELS", "DRIFT_S", "TOLERANCE", "infer_links"]
@@ -142,9 +142,8 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
     return pl.DataFrame(rows, schema=LINKS_SCHEMA, orient="row")
 
 
-def _port_order(port: Port) -> tuple[object, ...]:
-    """`Ethernet9/1` before `Ethernet11/1`: numbers compared as numbers."""
-    return (port[0], *(int(x) if x.isdigit() else x for x in re.split(r"(\d+)", port[1])))
+def _by_name(port: Port) -> tuple[tuple[int, int | str], ...]:
+    return port_order(port[1])  # the ports of one device: `Ethernet9/1` before `Ethernet11/1`
 
 
 def _parallel(ports: list[Port], closest: Callable[[Port], set[Port]]) -> list[tuple[Port, Port]]:
@@ -162,5 +161,5 @@ def _parallel(ports: list[Port], closest: Callable[[Port], set[Port]]) -> list[t
     for (x, y), ours in groups.items():
         theirs = groups.get((y, x), [])
         if x < y and ours and len(ours) == len(theirs):
-            out += list(zip(sorted(ours, key=_port_order), sorted(theirs, key=_port_order), strict=True))
+            out += list(zip(sorted(ours, key=_by_name), sorted(theirs, key=_by_name), strict=True))
     return out
