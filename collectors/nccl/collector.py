@@ -69,10 +69,13 @@ class NcclCollector:
         if self.state_file is not None:
             self.directory.save(self.state_file)
 
+    def _settled(self, chunk: FileChunk) -> bool:
+        """Read to the end of a file that has not changed for `settle_s`: an unfinished last line stays so."""
+        return chunk.to_end and time.time_ns() - chunk.mtime_ns > self.settle_s * 1e9
+
     def _complete(self, chunk: FileChunk) -> int:
         """How many bytes of a JSON chunk are whole records to read now (see `_parse`)."""
-        settled = chunk.to_end and time.time_ns() - chunk.mtime_ns > self.settle_s * 1e9
-        cut = len(chunk.data) if settled else chunk.data.rfind(b"\n") + 1
+        cut = len(chunk.data) if self._settled(chunk) else chunk.data.rfind(b"\n") + 1
         return cut or (len(chunk.data) if len(chunk.data) >= self.directory.max_read_bytes else 0)
 
     def _parse_together(self, chunks: list[FileChunk]) -> Parsed | None:
@@ -96,8 +99,7 @@ class NcclCollector:
         # An unfinished record is left for the next poll, unless the file has not changed for `settle_s` (its
         # writer died mid-line, or a snapshot lost a line) or it fills a whole read (no writer makes one): then
         # it is counted as malformed, so the records after it are not held back.
-        settled = chunk.to_end and time.time_ns() - chunk.mtime_ns > self.settle_s * 1e9
-        parsed = parse_inspector(chunk.data, chunk.path.name, chunk.mtime_ns, final=settled)
+        parsed = parse_inspector(chunk.data, chunk.path.name, chunk.mtime_ns, final=self._settled(chunk))
         if not parsed.consumed and len(chunk.data) >= self.directory.max_read_bytes:
             parsed = parse_inspector(chunk.data, chunk.path.name, chunk.mtime_ns, final=True)
         self.directory.advance(chunk, parsed.consumed)
