@@ -399,3 +399,23 @@ def test_parallel_cables_no_lldp_names_pair_by_device_and_never_leaf_to_leaf(sto
         peers = [fab.peer(leaf, up) for up in ups]
         assert sorted(p for p in peers if p is not None) == [("spine1", p) for p in spine_ports[leaf]], (leaf, peers)
     assert fab.leaves == {"leaf1", "leaf2"} and fab.spines == {"spine1"}
+
+
+def test_cables_that_tie_exactly_stay_unpaired_not_crossed(store: Store, now: dt.datetime) -> None:
+    """LLDP from the hosts only; leaf1's two uplinks go to two spines and each carries one flow of a synchronized
+    ring: the same bytes at the same times on both cables. Each uplink fits both spines' ports exactly as well
+    (an exact tie, not merely a close one): no reading tells which spine it goes to, so neither is paired (a
+    guess would cross them between the spines half of the time)."""
+    t = Telemetry(now, 120)
+    ring = steps((0.0, 120.0, 0.4 * LINE))
+    for i, host in enumerate(HOSTS[:4], start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.counter("leaf1", "switch", PORTS[host], "tx_bytes", ring, PORT_CLOCK)
+        t.counter(host, "nic", "eth0", "tx_bytes", ring, nic_clock(i))
+    for up, spine in zip(UPLINKS, ("spine1", "spine2"), strict=True):
+        for a, port_a, b, port_b in (("leaf1", up, spine, "Ethernet1/1"), (spine, "Ethernet1/1", "leaf1", up)):
+            t.counter(a, "switch", port_a, "tx_bytes", ring, PORT_CLOCK)
+            t.counter(b, "switch", port_b, "rx_bytes", ring, PORT_CLOCK)
+    t.land(store)
+    fab = Fabric.from_frames(Frames(store, t.window))
+    assert [fab.peer("leaf1", up) for up in UPLINKS] == [None, None]
