@@ -199,6 +199,7 @@ def import_cmd(
     Inspector's JSON or Prometheus files)."""
     import pyarrow as pa
 
+    from rocescope.collectors.importers import canonical_counters
     from rocescope.pipeline.batch import conform
 
     if kind != "table":
@@ -215,8 +216,12 @@ def import_cmd(
             total = 0
             for path in files:
                 data = _read_file(path)
+                renamed = 0
+                if table == "counters":
+                    data, renamed = canonical_counters(data)
                 total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
-                console.print(f"{path}: {data.num_rows} rows")
+                note = f" ({renamed} named by their vendor's counter names, renamed)" if renamed else ""
+                console.print(f"{path}: {data.num_rows} rows{note}", highlight=False)
     except RocescopeError as exc:
         raise fail(exc) from None
     console.print(f"imported {total} rows into {table}")

@@ -14,15 +14,20 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.common.rows import CounterRows
-from rocescope.collectors.importers import gnmic_rows, port_aliases, sonic_dump
+from rocescope.collectors.importers import canonical_counters, gnmic_rows, port_aliases, sonic_dump
 
 FIX = Path(__file__).parent.parent / "fixtures"
 REAL = FIX / "realdata" / "04_gnmi_sonic"
 PORTS = FIX / "sonic"
+ETHTOOL = FIX / "realdata" / "01_ethtool"
+RDMA = FIX / "realdata" / "02_rdma"
+KEYS = ("port", "metric", "priority", "value", "raw_name")
 TS = 1_764_000_000_000_000_000
 runner = CliRunner()
 
@@ -224,3 +229,61 @@ def test_cli_lands_port_speeds_from_gnmic_and_sonic_dumps(tmp_path: Path) -> Non
             assert '"spine1","ethernet-1/1",100000000000,"ethernet/port-speed"' in lines
         else:
             assert lines and all(line.startswith('"sonic3",') and '"PORT_TABLE/speed"' in line for line in lines)
+
+
+def raw_named_nic_counters() -> pa.Table:
+    """One NIC's counters as a Parquet export names them: each metric is the driver's own name (real `ethtool -S`
+    of an mlx5 ConnectX-4 on eth0; real sysfs `counters/` and `hw_counters/` of mlx5_0 port 1)."""
+    rows: list[tuple[str, str, float]] = []
+    for line in (ETHTOOL / "ethq_mlx5_core_cx4_ethtool-S.txt").read_text().splitlines():
+        name, _, value = line.partition(":")
+        if value.strip().isdigit():
+            rows.append(("eth0", name.strip(), float(value)))
+    for line in (RDMA / "procfs_fixture_mlx5_0_sysfs.txt").read_text().splitlines():
+        path, _, value = line.rpartition(": ")
+        if "/ports/1/" in path and value.isdigit():
+            rows.append(("mlx5_0/1", path.rsplit("/", 1)[1], float(value)))
+    n = len(rows)
+    return pa.table(
+        {
+            "ts": pa.array([TS] * n, pa.timestamp("ns", tz="UTC")),
+            "device": ["gpu-001"] * n,
+            "role": ["nic"] * n,
+            "port": [r[0] for r in rows],
+            "priority": pa.array([-1] * n, pa.int8()),
+            "metric": [r[1] for r in rows],
+            "value": [r[2] for r in rows],
+            "source": ["parquet"] * n,
+            "raw_name": [""] * n,
+        }
+    )
+
+
+def test_counters_named_by_the_driver_are_renamed_as_the_nic_collector_names_them() -> None:
+    raw = raw_named_nic_counters()
+    out, renamed = canonical_counters(raw)
+    assert renamed == raw.num_rows
+    got = {(p, m, q): (v, r) for p, m, q, v, r in zip(*(out[c].to_pylist() for c in KEYS), strict=True)}
+    source = {(p, m): v for p, m, v in zip(*(raw[c].to_pylist() for c in ("port", "metric", "value")), strict=True)}
+    # the port's bytes are the `_phy` counters; the driver's software `rx_bytes` is kept raw beside them
+    assert got["eth0", "rx_bytes", -1] == (source["eth0", "rx_bytes_phy"], "rx_bytes_phy")
+    assert got["eth0", "raw:rx_bytes", -1] == (source["eth0", "rx_bytes"], "rx_bytes")
+    assert got["eth0", "rx_prio_bytes", 0] == (source["eth0", "rx_prio0_bytes"], "rx_prio0_bytes")
+    # IBTA data counters count 4-byte words; the provider's hw_counters sit on the same RDMA port
+    assert got["mlx5_0/1", "rdma_rx_bytes", -1] == (4 * source["mlx5_0/1", "port_rcv_data"], "port_rcv_data")
+    assert got["mlx5_0/1", "rdma_out_of_buffer", -1] == (source["mlx5_0/1", "out_of_buffer"], "out_of_buffer")
+    # a file named as the store names it is left alone
+    assert canonical_counters(out) == (out, 0)
+
+
+def test_cli_imports_a_parquet_of_driver_names(tmp_path: Path) -> None:
+    path = tmp_path / "nic.parquet"
+    pq.write_table(raw_named_nic_counters(), path)
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
+    result = runner.invoke(app, ["--config", str(cfg), "import", str(path)])
+    assert result.exit_code == 0, result.output
+    assert "named by their vendor's counter names, renamed" in result.output
+    sql = "SELECT value, raw_name FROM counters WHERE port = 'eth0' AND metric = 'tx_bytes'"
+    out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
+    assert out.exit_code == 0 and out.stdout.splitlines()[1:] == ['2662454044895,"tx_bytes_phy"']
