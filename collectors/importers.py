@@ -162,13 +162,14 @@ def canonical_counters(table: pa.Table) -> tuple[pa.Table, int]:
     kept in `raw_name` where the file left it empty. A file of catalog names is returned as it is."""
     if not {"device", "port", "metric", "priority", "value"} <= set(table.schema.names) or not table.num_rows:
         return table, 0
-    frame = pl.from_arrow(table)
-    assert isinstance(frame, pl.DataFrame)
+    frame = pl.DataFrame(table)
+    names = frame.get_column("metric").cast(pl.String).unique().to_list()
+    foreign = [n for n in names if n not in catalog.METRICS_BY_NAME and not n.startswith(UNKNOWN_PREFIX)]
+    if not any(_hit(f, n) for f in _RAW_FAMILIES for n in foreign):
+        return table, 0
     text = frame.with_columns(pl.col("device", "port", "metric").cast(pl.String))
     ports = text.group_by("device", "port").agg(pl.col("metric").unique())
-    renames = [(d, p, n, *r) for d, p, names in ports.iter_rows() for n, r in _port_renames(names).items()]
-    if not renames:
-        return table, 0
+    renames = [(d, p, n, *r) for d, p, metrics in ports.iter_rows() for n, r in _port_renames(metrics).items()]
     schema = {
         "device": pl.String,
         "port": pl.String,
@@ -180,17 +181,13 @@ def canonical_counters(table: pa.Table) -> tuple[pa.Table, int]:
     mapping = pl.DataFrame(renames, schema=schema, orient="row")
     joined = text.join(mapping, on=["device", "port", "metric"], how="left")
     renamed = pl.col("canonical").is_not_null()
+    raw = pl.col("raw_name").cast(pl.String)
     out = joined.with_columns(
         pl.when(renamed).then(pl.col("canonical")).otherwise(pl.col("metric")).alias("metric"),
         pl.coalesce("canonical_priority", "priority").cast(frame.schema["priority"]).alias("priority"),
         (pl.col("value") * pl.col("factor").fill_null(1.0)).cast(frame.schema["value"]).alias("value"),
         *(
-            [
-                pl.when(pl.col("raw_name").cast(pl.String).is_in(["", None]) & renamed)
-                .then(pl.col("metric"))
-                .otherwise(pl.col("raw_name").cast(pl.String))
-                .alias("raw_name")
-            ]
+            [pl.when(renamed & (raw.is_null() | (raw == ""))).then(pl.col("metric")).otherwise(raw).alias("raw_name")]
             if "raw_name" in frame.columns
             else []
         ),
