@@ -386,9 +386,7 @@ def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
                 keep.append(row)
     prio = p.lossless_priorities[0]
     return (
-        discards.filter(pl.col("_row").is_in(keep))
-        .drop("_row")
-        .with_columns(pl.lit(prio, pl.Int8).alias("priority"), pl.lit(INGRESS_DROPS).alias("metric"))
+        discards.filter(pl.col("_row").is_in(keep)).drop("_row").with_columns(pl.lit(prio, pl.Int8).alias("priority"))
     )
 
 
@@ -405,7 +403,11 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
         drops,
         ["device", "port", "priority"],
         gap_s=p.misconfig_gap_s,
-        aggregations=[pl.col("delta").sum().alias("dropped"), pl.col("dt_s").median().alias("interval_s")],
+        aggregations=[
+            pl.col("delta").sum().alias("dropped"),
+            pl.col("dt_s").median().alias("interval_s"),
+            pl.col("metric").first().alias("counted"),
+        ],
     ).filter(pl.col("dropped") >= p.min_lossless_drops)
     if eps.is_empty():
         return []
@@ -445,11 +447,16 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
                 score=row["dropped"],
                 summary=(
                     f"PFC misconfig: {ref} dropped {row['dropped']:.0f} packets of lossless priority {prio} at its "
-                    "ingress priority group without sending a single PFC pause (PFC off for that priority?)"
+                    + (
+                        "ingress priority group"
+                        if row["counted"] == INGRESS_DROPS
+                        else "ingress (receive discards while the NIC behind it lost RoCE packets)"
+                    )
+                    + " without sending a single PFC pause (PFC off for that priority?)"
                 ),
                 evidence={
                     "dropped": row["dropped"],
-                    INGRESS_DROPS: row["dropped"],
+                    row["counted"]: row["dropped"],
                     "pfc_pause_sent": 0,
                     "peer": f"{peer[0]}:{peer[1]}" if peer else None,
                 },

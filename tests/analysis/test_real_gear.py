@@ -419,3 +419,27 @@ def test_cables_that_tie_exactly_stay_unpaired_not_crossed(store: Store, now: dt
     t.land(store)
     fab = Fabric.from_frames(Frames(store, t.window))
     assert [fab.peer("leaf1", up) for up in UPLINKS] == [None, None]
+
+
+def test_receive_discards_are_a_pfc_misconfig_only_where_the_nic_behind_lost_roce_packets(
+    store: Store, now: dt.datetime
+) -> None:
+    """A switch that counts no priority-group drops (Arista over OpenConfig): gpu-03's leaf port discards what it
+    receives while gpu-03's NIC sees its RoCE packets go missing (sequence errors): lossless traffic dropped at an
+    ingress that sent no pause. gpu-06's port discards as much while its NIC loses nothing (an ACL, a route):
+    no finding."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    drops = (80.0, 140.0, 2000.0)
+    for host in ("gpu-03", "gpu-06"):
+        t.counter("leaf1", "switch", PORTS[host], "rx_discards", steps(drops), PORT_CLOCK)
+        t.counter("leaf1", "switch", PORTS[host], "pfc_tx_pause", steps(), PORT_CLOCK, 3)
+    for i, host in enumerate(HOSTS, start=1):
+        lost = steps(drops) if host == "gpu-03" else steps()
+        t.counter(host, "nic", "mlx5_0/1", "packet_seq_err", lost, nic_clock(i))
+    t.land(store)
+
+    (f,) = found(store, t, "pfc_misconfig")
+    assert f.ports == (f"leaf1:{PORTS['gpu-03']}",) and f.priority == 3
+    assert "receive discards" in f.summary and f.evidence["rx_discards"] == pytest.approx(60 * 2000.0, rel=0.05)
+    assert 75 <= (f.start - now).total_seconds() <= 82 and 138 <= (f.end - now).total_seconds() <= 142
