@@ -5,7 +5,9 @@ Flapping links (`link_flap`). A flap is a down event of a link seen by either en
 dip (consecutive samples at 0 on a port that is up elsewhere in the window; the link went down after
 the sample before), a `link_down_events` increase (mlx5 `link_down_events_phy`, which also counts
 downs shorter than a poll) or half a `carrier_transitions` increase (Linux `carrier_changes`, both
-directions). Both ends of a cable are one link (LLDP adjacency). Events of one link closer than
+directions). Both ends of a cable are one link: LLDP's adjacency, else (LLDP from the hosts only says nothing
+of the cables between switches) the two ports of no known peer that went down together, down for down, and
+with no other such port. Events of one link closer than
 `merge_gap_s` are one incident (one finding per flapping episode, not per flap: the link flaps
 again before anyone could have repaired it); it is reported when it has at least `min_flaps` downs
 (one down and up is an outage, not a flap). This is how operators read flaps (e.g. Cisco/Arista
@@ -43,7 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -102,16 +104,44 @@ class Incident:
         return start <= self.end + gap and end >= self.start - gap
 
 
-def _link_keys(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:
-    """(device, port) -> `link`: both ends' `device:port` refs, sorted (a port without a known peer
-    is a link of one end)."""
+#: Ports without a known peer paired by their downs at most among this many (a switch reboot downs them all).
+MAX_UNPAIRED_ENDS = 256
+Peers = Mapping[tuple[str, str], str]
+
+
+def _link_keys(ctx: Context, ports: pl.DataFrame, coincident: Peers) -> pl.DataFrame:
+    """(device, port) -> `link`: both ends' `device:port` refs, sorted (a port without a known peer, LLDP's or
+    its downs' (`_coincident_peers`), is a link of one end)."""
     rows = []
     for device, port in ports.select("device", "port").unique().iter_rows():
         iface = netdev_of(port)
         peer = ctx.fabric.peer(device, iface)
-        ends = [f"{device}:{iface}"] + ([f"{peer[0]}:{peer[1]}"] if peer else [])
-        rows.append((device, port, sorted(ends)))
+        other = f"{peer[0]}:{peer[1]}" if peer else coincident.get((device, port))
+        rows.append((device, port, sorted([f"{device}:{iface}"] + ([other] if other else []))))
     return pl.DataFrame(rows, schema={"device": pl.String, "port": pl.String, "link": pl.List(pl.String)}, orient="row")
+
+
+def _coincident_peers(ctx: Context, events: pl.DataFrame, min_downs: int) -> dict[tuple[str, str], str]:
+    """Ports of no known peer that went down, down for down, together with exactly one other such port on another
+    device, and it with them: the two ends of one cable (a cable that goes down goes down at both ends at once),
+    where LLDP does not say (LLDP from the hosts only tells nothing of the cables between switches).
+    (device, port) -> the other end's ref. Ends that coincide with several others stay apart."""
+    spans: dict[tuple[str, str], list[tuple[dt.datetime, dt.datetime]]] = {}
+    for device, port, start, end in events.select("device", "port", "start", "end").iter_rows():
+        if ctx.fabric.peer(device, netdev_of(port)) is None:
+            spans.setdefault((device, port), []).append((start, end))
+    ends = [e for e, s in spans.items() if len(s) >= min_downs]
+    if len(ends) > MAX_UNPAIRED_ENDS:
+        return {}
+    slack = dt.timedelta(seconds=ctx.poll_s)
+
+    def within(a: tuple[str, str], b: tuple[str, str]) -> bool:
+        return all(any(s - slack <= e1 and s1 <= e + slack for s, e in spans[b]) for s1, e1 in spans[a])
+
+    partners = {a: [b for b in ends if b[0] != a[0] and within(a, b) and within(b, a)] for a in ends}
+    return {
+        a: f"{bs[0][0]}:{netdev_of(bs[0][1])}" for a, bs in partners.items() if len(bs) == 1 and partners[bs[0]] == [a]
+    }
 
 
 def _down_events(ctx: Context) -> pl.DataFrame:
@@ -167,10 +197,10 @@ def _clusters(frame: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     return ordered.with_columns(new.cast(pl.UInt32).cum_sum().over("link").alias("cluster"))
 
 
-def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame) -> list[Incident]:
+def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame, coincident: Peers) -> list[Incident]:
     if downs.is_empty():
         return []
-    ev = _clusters(downs.join(_link_keys(ctx, downs), on=["device", "port"]), p.merge_gap_s)
+    ev = _clusters(downs.join(_link_keys(ctx, downs, coincident), on=["device", "port"]), p.merge_gap_s)
     per_end = ev.group_by("link", "cluster", "device", "port", "source").agg(pl.col("downs").sum())
     counts = per_end.group_by("link", "cluster").agg(pl.col("downs").max().alias("flaps"))
     spans = ev.group_by("link", "cluster").agg(pl.col("start").min(), pl.col("end").max())
@@ -213,12 +243,12 @@ def _error_episodes(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
 
 
 def _merge_errors(
-    ctx: Context, p: LinkHealthParams, eps: pl.DataFrame, flaps: list[Incident]
+    ctx: Context, p: LinkHealthParams, eps: pl.DataFrame, flaps: list[Incident], coincident: Peers
 ) -> tuple[list[Incident], list[Incident]]:
     """Error episodes folded into the flap incidents of their link; the rest as optics incidents."""
     if eps.is_empty():
         return flaps, []
-    eps = eps.join(_link_keys(ctx, eps), on=["device", "port"])
+    eps = eps.join(_link_keys(ctx, eps, coincident), on=["device", "port"])
     alone = []
     for row in eps.iter_rows(named=True):
         link = tuple(row["link"])
@@ -295,8 +325,9 @@ def _jobs(ctx: Context, refs: Sequence[str], start: dt.datetime, end: dt.datetim
     return () if idle else tuple(ctx.fabric.jobs_at_refs(refs, start, end))
 
 
-def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> list[Finding]:
-    flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), _flap_incidents(ctx, p, events))
+def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
+    flaps = _flap_incidents(ctx, p, events, coincident)
+    flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), flaps, coincident)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
     out = []
@@ -390,7 +421,7 @@ def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
     )
 
 
-def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame) -> list[Finding]:
+def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
     frames, fabric, poll = ctx.frames, ctx.fabric, ctx.poll_s
     lossless = list(p.lossless_priorities)
     if not lossless:
@@ -414,7 +445,7 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
     devices = sorted(set(eps["device"].to_list()))
     paused = frames.rates(list(PFC_SENT), min_rate=1e-9, devices=devices, priorities=lossless)
     mitigated = frames.rates(list(WATCHDOG_DROPS), min_rate=1e-9, devices=devices)
-    downs = events.join(_link_keys(ctx, events), on=["device", "port"]) if not events.is_empty() else events
+    downs = events.join(_link_keys(ctx, events, coincident), on=["device", "port"]) if not events.is_empty() else events
     out = []
     for row in eps.iter_rows(named=True):
         device, port, prio = row["device"], row["port"], int(row["priority"])
@@ -468,7 +499,8 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame)
 
 def detect(ctx: Context, p: LinkHealthParams) -> list[Finding]:
     events = _down_events(ctx)
-    return _link_findings(ctx, p, events) + _misconfig_findings(ctx, p, events)
+    coincident = _coincident_peers(ctx, events, p.min_flaps)
+    return _link_findings(ctx, p, events, coincident) + _misconfig_findings(ctx, p, events, coincident)
 
 
 DETECTOR = Detector("link_health", "2", ("link_flap", "degraded_optics", "pfc_misconfig"), LinkHealthParams, detect)

@@ -443,3 +443,22 @@ def test_receive_discards_are_a_pfc_misconfig_only_where_the_nic_behind_lost_roc
     assert f.ports == (f"leaf1:{PORTS['gpu-03']}",) and f.priority == 3
     assert "receive discards" in f.summary and f.evidence["rx_discards"] == pytest.approx(60 * 2000.0, rel=0.05)
     assert 75 <= (f.start - now).total_seconds() <= 82 and 138 <= (f.end - now).total_seconds() <= 142
+
+
+def test_a_cable_between_switches_without_lldp_flapping_is_one_flap_named_by_both_ends(
+    store: Store, now: dt.datetime
+) -> None:
+    """LLDP from the hosts only says nothing of the leaf-spine cables: the two ends of one are the two ports
+    that went down together, down for down, each on its own device's clock. A port that went down together
+    with them once only is no partner."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    downs = [(60.0, 63.0, -1.0), (95.0, 98.0, -1.0), (130.0, 133.0, -1.0)]
+    t.gauge("leaf1", "switch", UPLINKS[0], "oper_up", steps(*downs, base=1.0), PORT_CLOCK)
+    t.gauge("spine1", "switch", "Ethernet1/1", "oper_up", steps(*downs, base=1.0), Clock(1.0, 0.73, 0.2))
+    t.gauge("spine1", "switch", "Ethernet1/2", "oper_up", steps(downs[0], base=1.0), Clock(1.0, 0.73, 0.2))
+    t.gauge("spine2", "switch", "Ethernet1/1", "oper_up", steps(base=1.0), Clock(1.0, 0.5))
+    t.land(store)
+
+    (flap,) = found(store, t, "link_flap")
+    assert set(flap.ports) == {f"leaf1:{UPLINKS[0]}", "spine1:Ethernet1/1"} and flap.score == 3
