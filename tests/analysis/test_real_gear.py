@@ -462,3 +462,22 @@ def test_a_cable_between_switches_without_lldp_flapping_is_one_flap_named_by_bot
 
     (flap,) = found(store, t, "link_flap")
     assert set(flap.ports) == {f"leaf1:{UPLINKS[0]}", "spine1:Ethernet1/1"} and flap.score == 3
+
+
+def test_ports_that_go_down_with_several_others_are_not_guessed_into_cables(store: Store, now: dt.datetime) -> None:
+    """Three ports of no known peer on three switches going down together each time (a shared power feed, a
+    reboot of their line cards): which two share a cable, if any, is a guess, so each stays a link of one end."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    downs = [(60.0, 63.0, -1.0), (95.0, 98.0, -1.0)]
+    t.gauge("leaf1", "switch", UPLINKS[0], "oper_up", steps(*downs, base=1.0), PORT_CLOCK)
+    for spine in ("spine1", "spine2"):
+        t.gauge(spine, "switch", "Ethernet1/1", "oper_up", steps(*downs, base=1.0), Clock(1.0, 0.73, 0.2))
+    t.land(store)
+
+    flaps = found(store, t, "link_flap")
+    assert sorted(f.ports for f in flaps) == [
+        ("leaf1:" + UPLINKS[0],),
+        ("spine1:Ethernet1/1",),
+        ("spine2:Ethernet1/1",),
+    ]
