@@ -86,7 +86,7 @@ def main() -> None:
         else:
             settings = Settings(store=StoreConfig(path=path, database=f"bench_{label}"))
             t0 = time.perf_counter()
-            summary = run_scenario(settings, scenario, seconds, progress=True)
+            summary = run_scenario(settings, scenario, seconds, progress=True, counterfactuals=False)
             print(f"landed {summary.rows['counters']} counter rows in {time.perf_counter() - t0:.1f} s")
             start, end = summary.start, summary.end
             if args.keep:

@@ -267,10 +267,13 @@ def run_scenario(
     out_dir: Path | None = None,
     progress: bool = False,
     profile: str | Path | Profile | None = None,
+    counterfactuals: bool = True,
 ) -> RunSummary:
     """Run a scenario (shipped name, YAML path, or a loaded `Scenario`) for `duration_s` of fabric
     time (default: the scenario's), landing everything through the configured transport/store, as the
-    deployment `profile` reports it (default: the scenario's `profile:`).
+    deployment `profile` reports it (default: the scenario's `profile:`). Without `counterfactuals`, the
+    incidents' toll is measured against the jobs' clean times only (no rerun of the fabric per overlapping
+    incident: what a benchmark that needs the telemetry, not the truth, can skip).
 
     With `out_dir`, writes `ground_truth.json` (before the run, and again with each incident's toll after it)
     and `summary.json` there. The run ends now.
@@ -315,7 +318,7 @@ def run_scenario(
         )
         publish_collectives(producer, pending, rows)
     wall = time.perf_counter() - t0
-    return summarize(world, duration, wall, polls, rows, out_dir, gear)
+    return summarize(world, duration, wall, polls, rows, out_dir, gear, counterfactuals)
 
 
 def summarize(
@@ -326,12 +329,14 @@ def summarize(
     rows: dict[str, int],
     out_dir: Path | None,
     gear: Gear | None = None,
+    counterfactuals: bool = True,
 ) -> RunSummary:
     """The summary of a finished run (fast path or served), written to `out_dir/summary.json` if given (with
     the final `ground_truth.json`); its incidents named as the profile's gear names them."""
     eng, sc = world.engine, world.scenario
     world.mark_unobservable()
-    world.measure_impacts()
+    if counterfactuals:
+        world.measure_impacts()
     world.mark_emergent()
     truth = world.ground_truth() if gear is None else gear.ground_truth(world.ground_truth())
     summary = RunSummary(
