@@ -199,7 +199,7 @@ def import_cmd(
     Inspector's JSON or Prometheus files)."""
     import pyarrow as pa
 
-    from rocescope.collectors.importers import canonical_counters
+    from rocescope.collectors.counters_file import canonical_counters
     from rocescope.pipeline.batch import conform
 
     if kind != "table":

@@ -20,7 +20,8 @@ from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.common.rows import CounterRows
-from rocescope.collectors.importers import canonical_counters, gnmic_rows, port_aliases, sonic_dump
+from rocescope.collectors.counters_file import canonical_counters
+from rocescope.collectors.importers import gnmic_rows, port_aliases, sonic_dump
 
 FIX = Path(__file__).parent.parent / "fixtures"
 REAL = FIX / "realdata" / "04_gnmi_sonic"
@@ -287,3 +288,18 @@ def test_cli_imports_a_parquet_of_driver_names(tmp_path: Path) -> None:
     sql = "SELECT value, raw_name FROM counters WHERE port = 'eth0' AND metric = 'tx_bytes'"
     out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
     assert out.exit_code == 0 and out.stdout.splitlines()[1:] == ['2662454044895,"tx_bytes_phy"']
+
+
+def test_a_counters_file_with_a_null_metric_is_refused_whole_with_a_clear_error(tmp_path: Path) -> None:
+    raw = raw_named_nic_counters()
+    metric = raw["metric"].to_pylist()
+    metric[3] = None
+    bad = raw.set_column(raw.schema.get_field_index("metric"), "metric", pa.array(metric, pa.string()))
+    out, renamed = canonical_counters(bad)
+    assert renamed == raw.num_rows - 1 and out["metric"].null_count == 1
+    path = tmp_path / "nic.parquet"
+    pq.write_table(bad, path)
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
+    result = runner.invoke(app, ["--config", str(cfg), "import", str(path)])
+    assert result.exit_code != 0 and "counters.metric: null values are not allowed" in result.output
