@@ -21,20 +21,25 @@ window, at most 120 buckets in a long one; asked of the store only when some swi
 * except parallel cables between two devices (`_parallel`): when the ports one device has left unpaired that
   fit only ports of another are as many as those of the other that fit only the first, the two devices are
   cabled by them for certain, and they are paired in port order (which one is which is the only guess).
+
+Cables that carry nothing tell by their downs instead (`coincident_cables`): a cable that goes down goes down at
+both ends at once, so two ports of no known peer, on two devices, that went down together, down for down, and
+with no other such port, are its two ends (a reboot that downs many ports at once pairs nothing).
 """
 
 from __future__ import annotations
 
 import bisect
+import datetime as dt
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable
 
 import polars as pl
 
-from rocescope.analysis.fabric import port_order
+from rocescope.analysis.fabric import netdev_of, port_order
 from rocescope.analysis.frames import LINKS_SCHEMA, Frames
 
-__all__ = ["CHANNELS", "DRIFT_S", "TOLERANCE", "infer_links"]
+__all__ = ["CHANNELS", "DRIFT_S", "MAX_UNPAIRED_ENDS", "TOLERANCE", "coincident_cables", "infer_links"]
 
 TOLERANCE = 0.15
 DRIFT_S = 12.0
@@ -43,6 +48,9 @@ MIN_BYTES = 1e8
 MIN_PAUSES = 1000.0
 #: (sent metric, received metric, floor)
 CHANNELS = (("tx_bytes", "rx_bytes", MIN_BYTES), ("pfc_tx_pause", "pfc_rx_pause", MIN_PAUSES))
+
+#: Ports of no known peer are paired by their downs at most among this many (a switch reboot downs them all).
+MAX_UNPAIRED_ENDS = 256
 
 Port = tuple[str, str]
 Series = dict[object, float]  # minute -> count
@@ -163,3 +171,26 @@ def _parallel(ports: list[Port], closest: Callable[[Port], set[Port]]) -> list[t
         if x < y and ours and len(ours) == len(theirs):
             out += list(zip(sorted(ours, key=_by_name), sorted(theirs, key=_by_name), strict=True))
     return out
+
+
+def coincident_cables(
+    downs: pl.DataFrame, peer: Callable[[str, str], Port | None], slack_s: float, min_downs: int
+) -> dict[Port, str]:
+    """The two ends of each cable no LLDP names, from `downs` (device, port, start, end: each down event of a
+    port): ports that `peer` knows no peer of, that went down at least `min_downs` times, each time together
+    (within `slack_s`) with exactly one other such port on another device, and it with them.
+    (device, port) -> the other end's `device:netdev`. Ends that coincide with several others stay apart."""
+    spans: dict[Port, list[tuple[dt.datetime, dt.datetime]]] = defaultdict(list)
+    for device, port, start, end in downs.select("device", "port", "start", "end").iter_rows():
+        if peer(device, netdev_of(port)) is None:
+            spans[(device, port)].append((start, end))
+    ends = [e for e, s in spans.items() if len(s) >= min_downs]
+    if len(ends) > MAX_UNPAIRED_ENDS:
+        return {}
+    slack = dt.timedelta(seconds=slack_s)
+
+    def within(a: Port, b: Port) -> bool:
+        return all(any(s - slack <= e1 and s1 <= e + slack for s, e in spans[b]) for s1, e1 in spans[a])
+
+    partners = {a: [b for b in ends if b[0] != a[0] and within(a, b) and within(b, a)] for a in ends}
+    return {a: f"{b[0][0]}:{netdev_of(b[0][1])}" for a, b in partners.items() if len(b) == 1 and partners[b[0]] == [a]}

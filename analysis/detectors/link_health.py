@@ -56,6 +56,7 @@ from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import netdev_of, with_ifaces
 from rocescope.analysis.findings import Finding
+from rocescope.analysis.links import coincident_cables
 
 OPER_UP = "oper_up"
 DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
@@ -104,14 +105,12 @@ class Incident:
         return start <= self.end + gap and end >= self.start - gap
 
 
-#: Ports without a known peer paired by their downs at most among this many (a switch reboot downs them all).
-MAX_UNPAIRED_ENDS = 256
 Peers = Mapping[tuple[str, str], str]
 
 
 def _link_keys(ctx: Context, ports: pl.DataFrame, coincident: Peers) -> pl.DataFrame:
     """(device, port) -> `link`: both ends' `device:port` refs, sorted (a port without a known peer, LLDP's or
-    its downs' (`_coincident_peers`), is a link of one end)."""
+    its downs' (`links.coincident_cables`), is a link of one end)."""
     rows = []
     for device, port in ports.select("device", "port").unique().iter_rows():
         iface = netdev_of(port)
@@ -119,29 +118,6 @@ def _link_keys(ctx: Context, ports: pl.DataFrame, coincident: Peers) -> pl.DataF
         other = f"{peer[0]}:{peer[1]}" if peer else coincident.get((device, port))
         rows.append((device, port, sorted([f"{device}:{iface}"] + ([other] if other else []))))
     return pl.DataFrame(rows, schema={"device": pl.String, "port": pl.String, "link": pl.List(pl.String)}, orient="row")
-
-
-def _coincident_peers(ctx: Context, events: pl.DataFrame, min_downs: int) -> dict[tuple[str, str], str]:
-    """Ports of no known peer that went down, down for down, together with exactly one other such port on another
-    device, and it with them: the two ends of one cable (a cable that goes down goes down at both ends at once),
-    where LLDP does not say (LLDP from the hosts only tells nothing of the cables between switches).
-    (device, port) -> the other end's ref. Ends that coincide with several others stay apart."""
-    spans: dict[tuple[str, str], list[tuple[dt.datetime, dt.datetime]]] = {}
-    for device, port, start, end in events.select("device", "port", "start", "end").iter_rows():
-        if ctx.fabric.peer(device, netdev_of(port)) is None:
-            spans.setdefault((device, port), []).append((start, end))
-    ends = [e for e, s in spans.items() if len(s) >= min_downs]
-    if len(ends) > MAX_UNPAIRED_ENDS:
-        return {}
-    slack = dt.timedelta(seconds=ctx.poll_s)
-
-    def within(a: tuple[str, str], b: tuple[str, str]) -> bool:
-        return all(any(s - slack <= e1 and s1 <= e + slack for s, e in spans[b]) for s1, e1 in spans[a])
-
-    partners = {a: [b for b in ends if b[0] != a[0] and within(a, b) and within(b, a)] for a in ends}
-    return {
-        a: f"{bs[0][0]}:{netdev_of(bs[0][1])}" for a, bs in partners.items() if len(bs) == 1 and partners[bs[0]] == [a]
-    }
 
 
 def _down_events(ctx: Context) -> pl.DataFrame:
@@ -499,7 +475,7 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame,
 
 def detect(ctx: Context, p: LinkHealthParams) -> list[Finding]:
     events = _down_events(ctx)
-    coincident = _coincident_peers(ctx, events, p.min_flaps)
+    coincident = coincident_cables(events, ctx.fabric.peer, ctx.poll_s, p.min_flaps)
     return _link_findings(ctx, p, events, coincident) + _misconfig_findings(ctx, p, events, coincident)
 
 
