@@ -26,10 +26,11 @@ congestion finding (an incast, a storm...) before one that only changes how cong
 (`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs
 near it (same hosts or leaves), then the one naming fewer jobs (a storm on the job's own NIC before an incast
 that crosses the whole leaf). While the stronger claim lasts, the job's loss is that finding's only; equal
-claims each count it in full (two findings of one incident). How much an amplifier added to a congestion's
-loss is a counterfactual no measurement separates (the simulator's truth has it): lost CNPs name the jobs that
-congestion hurt as their victims (but the jobs whose traffic went unthrottled), with no GPU-seconds of their
-own and the congestion's loss they share (`amplifies`).
+claims each count it in full (two findings of one incident). What an amplifier added to a congestion's loss
+is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs whose traffic
+went unthrottled), each with the congestion's loss less what it would have cost with its senders throttled
+(`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
+(`amplifies`).
 
 A finding's jobs (`candidate_jobs`) are those it names, those its evidence says its pause spread to, and
 those placed on its hosts or under its leaves; each gets `impact` in the evidence: {job: {gpu_seconds_lost,
@@ -163,6 +164,7 @@ def measure(
             "baseline_exec_us": pl.Float64,
             "exec_us": pl.Float64,
             "baseline_gpu_seconds": pl.Float64,
+            "bus_gigabytes": pl.Float64,
         }
     )
     if rows.is_empty() or targets.is_empty():
@@ -198,6 +200,7 @@ def measure(
         baseline_exec_us=pl.col("base_exec").median(),
         exec_us=pl.col("exec_time_us").median(),
         baseline_gpu_seconds=(pl.col("base_exec") * pl.col("weight")).sum() / 1e6,
+        bus_gigabytes=(_bus_gigabytes() * pl.col("weight")).sum(),
     )
     silent = _silences(rows, targets, p)
     out = out.join(silent, on=["fid", "job_id"], how="full", coalesce=True).with_columns(
@@ -205,8 +208,17 @@ def measure(
         ranks=pl.max_horizontal(pl.col("ranks").fill_null(0), pl.col("silent_ranks").fill_null(0)),
         collectives=pl.col("collectives").fill_null(0.0),
         baseline_gpu_seconds=pl.col("baseline_gpu_seconds").fill_null(0.0),
+        bus_gigabytes=pl.col("bus_gigabytes").fill_null(0.0),
     )
     return out.select(empty.columns).cast(empty.schema).sort("fid", "job_id")
+
+
+def _bus_gigabytes() -> pl.Expr:
+    """The gigabytes one operation puts on each rank's wire (NCCL's bus bytes: bus bandwidth x time, the same
+    for every run of an operation): its own figures, else its baseline's where it reported no bandwidth."""
+    own = pl.col("bus_bw_gbs") * pl.col("exec_time_us") / 1e6
+    base = pl.col("base_bw") * pl.col("base_exec") / 1e6
+    return pl.when(own.is_finite()).then(own).otherwise(base).fill_nan(None).fill_null(0.0)
 
 
 def _silences(rows: pl.DataFrame, targets: pl.DataFrame, p: ImpactParams) -> pl.DataFrame:
@@ -276,6 +288,10 @@ def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple
     return out
 
 
+def _hurt(lost: float, baseline_gpu_seconds: float, p: ImpactParams) -> bool:
+    return bool(lost >= p.min_loss_share * baseline_gpu_seconds and lost >= p.min_gpu_seconds)
+
+
 def _rounded(row: dict[str, Any]) -> dict[str, Any]:
     def r(v: Any, n: int) -> Any:
         return None if v is None or v != v else round(float(v), n)
@@ -323,22 +339,29 @@ def with_impact(
     margin = dt.timedelta(seconds=p.exclude_margin_s)
     measured = measure(rows, frame, [(f.start - margin, f.end + margin) for f in findings], p, _carved(findings, jobs))
     per_finding: dict[int, dict[str, dict[str, Any]]] = {}
+    rows_of: dict[tuple[int, str], dict[str, Any]] = {}
     for row in measured.iter_rows(named=True):
         entry = _rounded(row)
-        lost = entry["gpu_seconds_lost"] or 0.0
-        entry["hurt"] = bool(lost >= p.min_loss_share * row["baseline_gpu_seconds"] and lost >= p.min_gpu_seconds)
+        entry["hurt"] = _hurt(entry["gpu_seconds_lost"] or 0.0, row["baseline_gpu_seconds"], p)
         per_finding.setdefault(int(row["fid"]), {})[row["job_id"]] = entry
-    _amplified(findings, per_finding)
+        rows_of[(int(row["fid"]), row["job_id"])] = row
+    _amplified(findings, per_finding, rows_of, fabric, p)
     return [f.with_(evidence={**f.evidence, "impact": per_finding.get(i, {})}) for i, f in enumerate(findings)]
 
 
-def _amplified(findings: Sequence[Finding], per_finding: dict[int, dict[str, dict[str, Any]]]) -> None:
+def _amplified(
+    findings: Sequence[Finding],
+    per_finding: dict[int, dict[str, dict[str, Any]]],
+    measured: Mapping[tuple[int, str], Mapping[str, Any]],
+    fabric: Fabric,
+    p: ImpactParams,
+) -> None:
     """Lost CNPs hurt the jobs that the congestion they left unchecked hurt (an overlapping congestion finding
     on one of its devices: the incast a NIC deaf to CNPs sends into, the incast whose CNPs the fabric drops),
-    except the jobs the finding names: their traffic is what went unthrottled, they gain. Its share of that
-    loss is no measurement (see the module docstring): `gpu_seconds_lost` is null, and `amplifies` gives the
-    congestion and the loss it shares with it. (PFC turned off makes its own port's senders drop instead of
-    pausing the others: its victims are its own.)"""
+    except the jobs the finding names: their traffic is what went unthrottled, they gain. Their share of that
+    loss is what the congestion would have cost with its senders throttled (`_controlled_loss`) taken from it;
+    `amplifies` gives the congestion, its loss and that remainder. (PFC turned off makes its own port's senders
+    drop instead of pausing the others: its victims are its own.)"""
     for i, f in enumerate(findings):
         if f.kind != "cnp_loss":
             continue
@@ -350,5 +373,41 @@ def _amplified(findings: Sequence[Finding], per_finding: dict[int, dict[str, dic
             for job, entry in per_finding.get(k, {}).items():
                 if not entry["hurt"] or job in (f.job_ids or ()):
                     continue
-                shared = {"kind": g.kind, "devices": list(g.devices[:3]), "gpu_seconds_lost": entry["gpu_seconds_lost"]}
-                per_finding.setdefault(i, {})[job] = {**entry, "gpu_seconds_lost": None, "amplifies": shared}
+                row = measured[(k, job)]
+                controlled = _controlled_loss(g, job, row, fabric)
+                lost = None if controlled is None else max(0.0, (entry["gpu_seconds_lost"] or 0.0) - controlled)
+                shared = {
+                    "kind": g.kind,
+                    "devices": list(g.devices[:3]),
+                    "gpu_seconds_lost": entry["gpu_seconds_lost"],
+                    "controlled_gpu_seconds": None if controlled is None else round(controlled, 3),
+                }
+                hurt = lost is None or _hurt(lost, row["baseline_gpu_seconds"], p)
+                per_finding.setdefault(i, {})[job] = {
+                    **entry,
+                    "gpu_seconds_lost": None if lost is None else round(lost, 3),
+                    "hurt": hurt,
+                    "amplifies": shared,
+                }
+
+
+def _controlled_loss(g: Finding, job: str, row: Mapping[str, Any], fabric: Fabric) -> float | None:
+    """GPU-seconds congestion `g` would have cost `job` had congestion control throttled its senders (the
+    counterfactual of lost CNPs), None where `g` names no receiver to reason from.
+
+    Throttled, the senders fill the receiver's port at its line rate C and no more: no pause leaves it. A
+    job with no rank behind that port loses nothing then (what it lost came by the pauses). A job whose ranks
+    receive through it offers its collectives' bytes at its own rate r while the senders' traffic offers C: a
+    FIFO port serves both in proportion, so an operation of B bus bytes takes B (r + C) / (r C) instead of
+    B / r: B / C longer, whatever r. Summed over the job's operations (each row one rank's), that is its bus
+    bytes over C; without a known speed, the job's clean bus bandwidth stands for C (it is its NICs' rate)."""
+    receiver = g.evidence.get("receiver")
+    if not isinstance(receiver, str) or ":" not in receiver:
+        return None
+    host, iface = split_ref(receiver)
+    if job not in fabric.jobs_on_nic(host, iface, g.start, g.end):
+        return 0.0
+    speed = g.evidence.get("speed_gbps")
+    if isinstance(speed, int | float) and speed > 0:
+        return float(row["bus_gigabytes"]) * 8 / float(speed)
+    return float(row["baseline_gpu_seconds"])

@@ -112,9 +112,11 @@ ORDER BY start""",
         gr.stat(
             "GPU-seconds lost to findings",
             f"""SELECT round(sum({q.finding_impact(JOB, "gpu_seconds_lost")}), 1) AS gpu_seconds_lost
-FROM {F} WHERE {q.FINDINGS_IN_RANGE} AND has({victims}, {JOB})""",
+FROM {F} WHERE {q.FINDINGS_IN_RANGE} AND has({victims}, {JOB})
+  AND NOT JSONHas({q.col(F, "evidence")}, 'impact', {JOB}, 'amplifies')""",
             description="Sum over the findings that hurt the job of its ranks' collective time beyond their baseline. "
-            "Findings of one incident that overlap each count theirs: an upper bound.",
+            "Findings of one incident that overlap each count theirs: an upper bound. Lost CNPs' share of a "
+            "congestion's loss is left out: the congestion counts it.",
         ),
         w=6,
         h=6,

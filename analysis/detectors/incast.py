@@ -85,6 +85,7 @@ def detect(ctx: Context, p: IncastParams) -> list[Finding]:
             pl.col("priority").min().alias("priority"),
             pl.col("utilization").mean().alias("util"),
             pl.col("speed_source").first().alias("speed_source"),
+            pl.col("speed_Bps").max().alias("speed_Bps"),
             *(pl.col(k).max().alias(k) for k in kinds),
         ],
     ).filter(pl.col("samples") >= p.min_intervals)
@@ -120,6 +121,7 @@ def detect(ctx: Context, p: IncastParams) -> list[Finding]:
                     "samples": row["samples"],
                     "utilization": util,
                     "speed_source": row["speed_source"],
+                    "speed_gbps": row["speed_Bps"] * 8 / 1e9 if row["speed_Bps"] else None,
                     "peak_watermark_bytes": peak,
                     "ecn_marked_per_s": row.get("ecn"),
                     "congestion_evidence": [k for k in kinds if row.get(k) is not None],

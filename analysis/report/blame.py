@@ -58,7 +58,8 @@ def blame_figure(edges: Sequence[Edge]) -> Figure:
 
 
 def job_costs(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, int, float | None]]:
-    """(job, GPU-seconds lost, findings that hurt it, worst inflation) per job, costliest first."""
+    """(job, GPU-seconds lost, findings that hurt it, worst inflation) per job, costliest first; an amplifier's
+    share of a congestion's loss is not added again."""
     per: dict[str, list[Any]] = {}
     for r in rows:
         impact = evidence_of(r).get("impact")
@@ -67,7 +68,8 @@ def job_costs(rows: Sequence[Mapping[str, Any]]) -> list[tuple[str, float, int, 
             if not entry or not entry.get("hurt"):
                 continue
             acc = per.setdefault(job, [0.0, 0, None])
-            acc[0] += float(entry.get("gpu_seconds_lost") or 0.0)
+            if "amplifies" not in entry:  # lost CNPs' share is part of the congestion's loss, counted there
+                acc[0] += float(entry.get("gpu_seconds_lost") or 0.0)
             acc[1] += 1
             inflation = entry.get("exec_inflation")
             if isinstance(inflation, int | float):
@@ -102,8 +104,9 @@ def case_items(row: Mapping[str, Any]) -> list[tuple[str, str]]:
             bw = v.get("busbw_drop")
             drop = f", bus bandwidth -{bw:.0%}" if isinstance(bw, int | float) and bw > 0 else ""
             lost, shared = v.get("gpu_seconds_lost"), v.get("amplifies")
-            if lost is None and isinstance(shared, dict):  # lost CNPs: a share of the congestion's loss
-                cost = f"part of the {shared.get('kind')}'s {float(shared.get('gpu_seconds_lost') or 0.0):.1f} GPU-s"
+            if isinstance(shared, dict):  # lost CNPs: their share of the congestion's loss
+                whole = f"the {shared.get('kind')}'s {float(shared.get('gpu_seconds_lost') or 0.0):.1f} GPU-s"
+                cost = f"part of {whole}" if lost is None else f"{float(lost):.1f} GPU-s of {whole}"
             else:
                 cost = f"{float(lost or 0.0):.1f} GPU-s"
             parts.append(

@@ -118,10 +118,11 @@ def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now:
 
 
 def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store: Store, now: dt.datetime) -> None:
-    """An incast from a NIC deaf to CNPs slows the receiver's job: the CNP loss names that job its victim with
-    no GPU-seconds of its own (its share is no measurement) and the incast's loss it shares; the job on the deaf
-    NIC, whose traffic went unthrottled, is no victim of it; lost CNPs on a host the incast does not touch
-    hurt nobody."""
+    """An incast from a NIC deaf to CNPs slows the receiver's job 1.8x: the CNP loss names that job its victim
+    with the incast's loss less what the incast would have cost with its senders throttled (the receiver's
+    400G port shared in proportion: each operation longer by its bus bytes at 400G); the job on the deaf NIC,
+    whose traffic went unthrottled, is no victim of it; lost CNPs on a host the incast does not touch hurt
+    nobody. An incast that names no receiver leaves the share unmeasured."""
     t = Telemetry(now, 300)
     victim = RingJob("team-b/train", HOSTS[:4], "0x5e", slow=steps((*SLOW, 1.8), base=1.0))
     deaf = RingJob("team-a/train", HOSTS[4:], "0x5f")
@@ -134,7 +135,7 @@ def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store:
     start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
     jobs = (victim.job_id, deaf.job_id)
     incast = Finding("incast", "critical", start, end, ("node-0", "leaf1", "node-4"), ("leaf1:Ethernet1/1",), 3,
-                     1.0, "x", job_ids=jobs)  # fmt: skip
+                     1.0, "x", {"receiver": "node-0:eth0", "speed_gbps": 400.0}, job_ids=jobs)  # fmt: skip
     on_sender = Finding("cnp_loss", "warning", start, end, ("node-4",), ("node-4:eth0",), 3, 1.0, "x",
                         {"where": "nic"}, job_ids=(deaf.job_id,))  # fmt: skip
     elsewhere = Finding("cnp_loss", "warning", start, end, ("node-6",), ("node-6:eth0",), 3, 1.0, "x",
@@ -144,21 +145,33 @@ def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store:
     congestion, amplifier, unrelated = (f.evidence for f in measured)
     lost = congestion["impact"][victim.job_id]["gpu_seconds_lost"]
     assert _within(lost, victim.lost_gpu_seconds(*SLOW))
+    slowed = [
+        r for r in victim.records(now, 300) if start.timestamp() <= r.dumped_at_us / 1e6 - 0.02 <= end.timestamp()
+    ]
+    throttled = sum(2 * (r.ranks - 1) / r.ranks * r.bytes * 8 / 400e9 for r in slowed)
     entry = amplifier["impact"][victim.job_id]
-    assert entry["hurt"] and entry["gpu_seconds_lost"] is None
-    assert entry["amplifies"] == {"kind": "incast", "devices": ["node-0", "leaf1", "node-4"], "gpu_seconds_lost": lost}
+    assert entry["hurt"] and _within(entry["gpu_seconds_lost"], victim.lost_gpu_seconds(*SLOW) - throttled)
+    assert entry["amplifies"]["kind"] == "incast" and entry["amplifies"]["gpu_seconds_lost"] == lost
+    assert _within(entry["amplifies"]["controlled_gpu_seconds"], throttled)
     assert not amplifier["impact"].get(deaf.job_id, {}).get("hurt")  # its loss, if any, is the incast's
     assert amplifier["blame"]["victim_jobs"] == [victim.job_id]
     assert unrelated["blame"]["victim_jobs"] == []
-    (cost,) = (text for name, text in case_items({"evidence": amplifier}) if name == "cost")
-    assert f"{victim.job_id}: part of the incast's {lost:.1f} GPU-s" in cost
     edges = {
         (e.culprit, e.victim): e for e in who_hurt_whom([{"kind": f.kind, "evidence": f.evidence} for f in measured])
     }
-    assert (
-        edges[(deaf.job_id, victim.job_id)].findings == 1
-        and edges[(deaf.job_id, victim.job_id)].gpu_seconds_lost is None
+    (cost,) = (text for name, text in case_items({"evidence": amplifier}) if name == "cost")
+    assert f"{victim.job_id}: {entry['gpu_seconds_lost']:.1f} GPU-s of the incast's {lost:.1f} GPU-s" in cost
+    edge = edges[(deaf.job_id, victim.job_id)]
+    assert edge.findings == 1 and edge.gpu_seconds_lost == pytest.approx(entry["gpu_seconds_lost"])
+
+    anonymous = incast.with_(evidence={})
+    congestion, amplifier, _ = (
+        f.evidence for f in with_impact([anonymous, on_sender, elsewhere], frames.collectives(600), fabric)
     )
+    entry = amplifier["impact"][victim.job_id]
+    assert entry["hurt"] and entry["gpu_seconds_lost"] is None
+    (cost,) = (text for name, text in case_items({"evidence": amplifier}) if name == "cost")
+    assert f"{victim.job_id}: part of the incast's {lost:.1f} GPU-s" in cost
 
 
 def test_baselines_leave_out_every_findings_span(store: Store, now: dt.datetime) -> None:
