@@ -393,14 +393,14 @@ def _amplified(
 
 def _controlled_loss(g: Finding, job: str, row: Mapping[str, Any], fabric: Fabric) -> float | None:
     """GPU-seconds congestion `g` would have cost `job` had congestion control throttled its senders (the
-    counterfactual of lost CNPs), None where `g` names no receiver to reason from.
+    counterfactual of lost CNPs), None where `g` names no receiver or speed to reason from.
 
     Throttled, the senders fill the receiver's port at its line rate C and no more: no pause leaves it. A
     job with no rank behind that port loses nothing then (what it lost came by the pauses). A job whose ranks
     receive through it offers its collectives' bytes at its own rate r while the senders' traffic offers C: a
     FIFO port serves both in proportion, so an operation of B bus bytes takes B (r + C) / (r C) instead of
     B / r: B / C longer, whatever r. Summed over the job's operations (each row one rank's), that is its bus
-    bytes over C; without a known speed, the job's clean bus bandwidth stands for C (it is its NICs' rate)."""
+    bytes over C. None without the port's speed."""
     receiver = g.evidence.get("receiver")
     if not isinstance(receiver, str) or ":" not in receiver:
         return None
@@ -408,6 +408,6 @@ def _controlled_loss(g: Finding, job: str, row: Mapping[str, Any], fabric: Fabri
     if job not in fabric.jobs_on_nic(host, iface, g.start, g.end):
         return 0.0
     speed = g.evidence.get("speed_gbps")
-    if isinstance(speed, int | float) and speed > 0:
-        return float(row["bus_gigabytes"]) * 8 / float(speed)
-    return float(row["baseline_gpu_seconds"])
+    if not isinstance(speed, int | float) or speed <= 0:
+        return None
+    return float(row["bus_gigabytes"]) * 8 / float(speed)
