@@ -400,7 +400,12 @@ def _controlled_loss(g: Finding, job: str, row: Mapping[str, Any], fabric: Fabri
     receive through it offers its collectives' bytes at its own rate r while the senders' traffic offers C: a
     FIFO port serves both in proportion, so an operation of B bus bytes takes B (r + C) / (r C) instead of
     B / r: B / C longer, whatever r. Summed over the job's operations (each row one rank's), that is its bus
-    bytes over C. None without the port's speed."""
+    bytes over C. None without the port's speed.
+
+    That holds while each operation starts at its line rate against senders that fill the port, which a few
+    throttled senders do: in the simulator, 4 of them lengthen the receiving job's operations by 0.97 B / C.
+    More senders come closer to sharing the port fairly (N senders: up to N B / C; the simulator's 8, 16 and 64
+    give 3.4, 10.8 and 53 B / C), so with a large fan-in this overstates the amplifier's share."""
     receiver = g.evidence.get("receiver")
     if not isinstance(receiver, str) or ":" not in receiver:
         return None
