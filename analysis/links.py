@@ -18,6 +18,9 @@ window, at most 120 buckets in a long one; asked of the store only when some swi
   buckets but not out of the running total), at least one channel has volume, each is the other's best
   match, and the best is clearly better than the runner-up (`UNIQUE`). Ports that cannot be told apart
   (idle, or equal steady traffic) stay unpaired: a guess would be worse than the gap;
+* cables that carry bytes pair first; those that carry only pauses (the cables of one deadlocked loop all
+  pause alike, so read phases and noise pick among them) pair after, never joining two devices by more
+  cables than the byte-carrying ones join any two: a Clos cables each leaf alike to every spine;
 * except parallel cables between two devices (`_parallel`): when the ports one device has left unpaired that
   fit only ports of another are as many as those of the other that fit only the first, the two devices are
   cabled by them for certain, and they are paired in port order (which one is which is the only guess).
@@ -31,7 +34,7 @@ from __future__ import annotations
 
 import bisect
 import datetime as dt
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
 
 import polars as pl
@@ -122,22 +125,42 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
                     candidates[a].add(b)
                     candidates[b].add(a)
 
-    def best(a: Port) -> tuple[float, Port | None]:
-        scored = sorted((counts.mismatch(a, b), b) for b in candidates.get(a, ()))
-        if not scored or (len(scored) > 1 and scored[0][0] >= UNIQUE * scored[1][0]):
-            return float("inf"), None  # nothing fits, or two fit about as well (or exactly: one flow each): no telling
-        err, b = scored[0]
-        return err, b
+    def mutual(pool: Iterable[Port], allowed: Callable[[Port, Port], bool]) -> list[tuple[Port, Port]]:
+        """Pairs of the pool each other's clear best among the candidates `allowed`, within the drift."""
 
-    choice = {a: best(a) for a in ports if a in candidates}
-    rows, paired = [], set()
-    for a, (err, peer) in choice.items():
-        if peer is None or err > drift or a > peer:
-            continue
-        if (choice.get(peer) or best(peer))[1] != a:
-            continue
-        rows += [(a[0], a[1], peer[0], peer[1]), (peer[0], peer[1], a[0], a[1])]
-        paired |= {a, peer}
+        def best(a: Port) -> tuple[float, Port | None]:
+            scored = sorted((counts.mismatch(a, b), b) for b in candidates.get(a, ()) if allowed(a, b))
+            if not scored or (len(scored) > 1 and scored[0][0] >= UNIQUE * scored[1][0]):
+                return float("inf"), None  # nothing fits, or two fit about as well (or exactly: one flow each)
+            return scored[0]
+
+        choice = {a: best(a) for a in pool}
+        return [
+            (a, b)
+            for a, (err, b) in choice.items()
+            if b is not None and err <= drift and a < b and (choice.get(b) or best(b))[1] == a
+        ]
+
+    def carries_bytes(a: Port, b: Port) -> bool:
+        sent, got, floor = CHANNELS[0]
+        return any(max(counts.total(sent, x), counts.total(got, y)) >= floor for x, y in ((a, b), (b, a)))
+
+    # byte-carrying cables first, then the rest within the Clos shape they show (see the module docstring)
+    sure = [(a, b) for a, b in mutual([a for a in ports if a in candidates], lambda a, b: True) if carries_bytes(a, b)]
+    paired = {p for pair in sure for p in pair}
+    joined = Counter(frozenset((a[0], b[0])) for a, b in sure)
+    most = max(joined.values(), default=0)
+
+    def room(a: Port, b: Port) -> bool:
+        return not most or joined[frozenset((a[0], b[0]))] < most
+
+    rest = [a for a in ports if a in candidates and a not in paired]
+    rows = list(sure)
+    for a, b in sorted(mutual(rest, lambda a, b: b not in paired and room(a, b)), key=lambda ab: counts.mismatch(*ab)):
+        if room(a, b):
+            rows.append((a, b))
+            joined[frozenset((a[0], b[0]))] += 1
+    paired = {p for pair in rows for p in pair}
 
     def closest(a: Port) -> set[Port]:
         """The unpaired candidates that fit `a` about as well as the best one (within `UNIQUE`)."""
@@ -145,9 +168,9 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
         fit = {b: err for b, err in fit.items() if err <= drift}
         return {b for b, err in fit.items() if err * UNIQUE <= min(fit.values())} if fit else set()
 
-    for a, b in _parallel([a for a in candidates if a not in paired], closest):
-        rows += [(a[0], a[1], b[0], b[1]), (b[0], b[1], a[0], a[1])]
-    return pl.DataFrame(rows, schema=LINKS_SCHEMA, orient="row")
+    rows += _parallel([a for a in candidates if a not in paired], closest)
+    both = [(a[0], a[1], b[0], b[1]) for a, b in rows] + [(b[0], b[1], a[0], a[1]) for a, b in rows]
+    return pl.DataFrame(both, schema=LINKS_SCHEMA, orient="row")
 
 
 def _by_name(port: Port) -> tuple[tuple[int, int | str], ...]:

@@ -401,6 +401,43 @@ def test_parallel_cables_no_lldp_names_pair_by_device_and_never_leaf_to_leaf(sto
     assert fab.leaves == {"leaf1", "leaf2"} and fab.spines == {"spine1"}
 
 
+def test_deadlocked_cables_are_not_crossed_between_spines_against_the_clos_shape(
+    store: Store, now: dt.datetime
+) -> None:
+    """LLDP from the hosts only; two leaves cabled twice to each of two spines. Six cables carry bytes (each its
+    own rate); two, one per leaf, are deadlocked from 60 s: no bytes, the spine pausing the leaf, both at the
+    same rate. Each paused end is read in phase with the far end of the *other* deadlocked cable (10 s reads),
+    so the pause counts alone fit the crossed pairs better. A Clos cables each leaf alike to every spine: the
+    cables that carry bytes already join each leaf twice to one spine and once to the other, so each deadlocked
+    cable goes to the other spine, its true peer."""
+    t = Telemetry(now, 180)
+    ups = ["Ethernet9/1", "Ethernet10/1", "Ethernet11/1", "Ethernet12/1"]
+    spine_of = {"Ethernet9/1": "spine1", "Ethernet10/1": "spine2", "Ethernet11/1": "spine1", "Ethernet12/1": "spine2"}
+    cables, rate = {}, 0.1
+    for k, leaf in enumerate(("leaf1", "leaf2")):
+        for host in HOSTS[4 * k : 4 * k + 4]:
+            t.link(host, "eth0", leaf, PORTS[host])
+        for j, up in enumerate(ups):
+            spine = spine_of[up]
+            cables[(leaf, up)] = (spine, f"Ethernet{2 * k + 1 + j // 2}/1")
+    dead = {("leaf1", "Ethernet9/1"): Clock(10.0, 0.04), ("leaf2", "Ethernet10/1"): Clock(10.0, 5.04)}
+    pauses = steps((60.0, 120.0, 2000.0), (120.0, 180.0, 3000.0))
+    for (leaf, up), (spine, down) in cables.items():
+        if (leaf, up) in dead:
+            other = next(clock for end, clock in dead.items() if end != (leaf, up))
+            t.counter(spine, "switch", down, "pfc_tx_pause", pauses, other, priority=3)
+            t.counter(leaf, "switch", up, "pfc_rx_pause", pauses, dead[(leaf, up)], priority=3)
+            continue
+        flowing = steps(base=rate * LINE)
+        rate *= 1.3
+        for a, port_a, b, port_b in ((leaf, up, spine, down), (spine, down, leaf, up)):
+            t.counter(a, "switch", port_a, "tx_bytes", flowing, PORT_CLOCK)
+            t.counter(b, "switch", port_b, "rx_bytes", flowing, Clock(1.0, 0.77))
+    t.land(store)
+    fab = Fabric.from_frames(Frames(store, t.window))
+    assert {end: fab.peer(*end) for end in cables} == cables
+
+
 def test_cables_that_tie_exactly_stay_unpaired_not_crossed(store: Store, now: dt.datetime) -> None:
     """LLDP from the hosts only; leaf1's two uplinks go to two spines and each carries one flow of a synchronized
     ring: the same bytes at the same times on both cables. Each uplink fits both spines' ports exactly as well
