@@ -17,7 +17,7 @@ from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
-from rocescope.analysis.report.blame import case_items
+from rocescope.analysis.report.blame import case_items, job_costs
 from rocescope.analysis.run import analyze
 from rocescope.pipeline.store import Store
 
@@ -161,6 +161,11 @@ def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store:
     }
     (cost,) = (text for name, text in case_items({"evidence": amplifier}) if name == "cost")
     assert f"{victim.job_id}: {entry['gpu_seconds_lost']:.1f} GPU-s of the incast's {lost:.1f} GPU-s" in cost
+    costs = {
+        job: lost_s
+        for job, lost_s, _, _ in job_costs([{"evidence": f.evidence, "job_ids": f.job_ids} for f in measured])
+    }
+    assert costs[victim.job_id] == pytest.approx(lost)  # the amplifier's share is part of the incast's, not added
     edge = edges[(deaf.job_id, victim.job_id)]
     assert edge.findings == 1 and edge.gpu_seconds_lost == pytest.approx(entry["gpu_seconds_lost"])
 
