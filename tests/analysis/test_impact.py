@@ -179,6 +179,36 @@ def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store:
     assert f"{victim.job_id}: part of the incast's {lost:.1f} GPU-s" in cost
 
 
+def test_lost_cnps_cost_a_job_behind_the_pauses_all_it_lost(store: Store, now: dt.datetime) -> None:
+    """A job with no rank behind the incast's receiver port, slowed 1.5x while a NIC deaf to CNPs sends into the
+    incast, lost what it lost by the pauses: throttled, the senders would have filled that port and paused
+    nobody, so the lost CNPs cost it the incast's whole loss."""
+    t = Telemetry(now, 300)
+    receiver = RingJob("team-b/train", HOSTS[:4], "0x6e")
+    deaf = RingJob("team-a/train", HOSTS[4:6], "0x6f")
+    behind = RingJob("team-c/train", HOSTS[6:], "0x70", slow=steps((*SLOW, 1.5), base=1.0))
+    for job in (receiver, deaf, behind):
+        job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, receiver.records(now, 300) + deaf.records(now, 300) + behind.records(now, 300))
+    frames = Frames(store, t.window)
+    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
+    jobs = (receiver.job_id, deaf.job_id, behind.job_id)
+    incast = Finding("incast", "critical", start, end, ("node-0", "leaf1", "node-4"), ("leaf1:Ethernet1/1",), 3,
+                     1.0, "x", {"receiver": "node-0:eth0", "speed_gbps": 400.0}, job_ids=jobs)  # fmt: skip
+    on_sender = Finding("cnp_loss", "warning", start, end, ("node-4",), ("node-4:eth0",), 3, 1.0, "x",
+                        {"where": "nic"}, job_ids=(deaf.job_id,))  # fmt: skip
+    congestion, amplifier = (
+        f.evidence for f in with_impact([incast, on_sender], frames.collectives(600), Fabric.from_frames(frames))
+    )
+    lost = congestion["impact"][behind.job_id]["gpu_seconds_lost"]
+    assert _within(lost, behind.lost_gpu_seconds(*SLOW))
+    entry = amplifier["impact"][behind.job_id]
+    assert entry["hurt"] and entry["gpu_seconds_lost"] == lost and entry["amplifies"]["controlled_gpu_seconds"] == 0
+    assert receiver.job_id not in amplifier["impact"]  # unslowed: no victim of the incast, none of its amplifier
+
+
 def test_baselines_leave_out_every_findings_span(store: Store, now: dt.datetime) -> None:
     """A slow spell that another finding covers is no baseline: against a baseline taken from it, the job's
     second spell would look healthy."""
