@@ -11,6 +11,8 @@ packets before the problem and says why.
 from __future__ import annotations
 
 import contextlib
+import logging
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -29,6 +31,8 @@ __all__ = [
     "PcapFile",
     "decode_packet",
 ]
+
+log = logging.getLogger(__name__)
 
 ROCEV2_PORT = 4791
 CNP_OPCODE = 0x81
@@ -65,6 +69,12 @@ class _PysharkSource:
         except TSharkCrashException as exc:
             self.error = _last_error_line(str(exc))
         self._finish()
+        if self.error is not None:
+            self.error = self._confirm(self.error)
+
+    def _confirm(self, error: str) -> str | None:
+        """The error after a second look, where one is possible (a live capture cannot be read again)."""
+        return error
 
     def _finish(self) -> None:
         """Wait for tshark to exit: its status (a truncated or foreign file) is only known then."""
@@ -99,6 +109,7 @@ class PcapFile(_PysharkSource):
         import pyshark
 
         self.path = Path(path)
+        self.tshark_path = tshark_path
         if not self.path.is_file():
             raise DecodeError(f"{self.path}: no such capture file")
         self._capture = pyshark.FileCapture(
@@ -107,6 +118,22 @@ class PcapFile(_PysharkSource):
 
     def packets(self) -> Iterator[Any]:
         return self._iterate()
+
+    def _confirm(self, error: str) -> str | None:
+        """tshark's verdict on the file from a plain run of its own.
+
+        pyshark learns tshark's exit status through an asyncio child watcher, which reports 255 ("Unknown
+        child process") when anything else in the process reaped tshark first: a whole file would then
+        count as one that ends early. A run whose status `subprocess` waits for itself settles it."""
+        from pyshark.tshark.tshark import get_process_path
+
+        argv = [get_process_path(self.tshark_path), "-r", str(self.path), "-T", "fields", "-e", "frame.number"]
+        run = subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, check=False)
+        if run.returncode == 0:
+            log.warning("%s: tshark's exit status was lost (%s); a second read finds the file whole", self.path, error)
+            return None
+        lines = [line for line in run.stderr.splitlines() if line.strip() and "Running as user" not in line]
+        return lines[-1].strip() if lines else error
 
 
 class LiveInterface(_PysharkSource):

@@ -3,6 +3,8 @@ into the `packets` stream."""
 
 from __future__ import annotations
 
+import logging
+import os
 import shutil
 from pathlib import Path
 
@@ -74,6 +76,26 @@ def test_truncated_capture_keeps_what_came_before(tmp_path: Path) -> None:
     assert 0 < table.num_rows < whole.num_rows
     assert table.to_pylist() == whole.slice(0, table.num_rows).to_pylist()
     assert collector.source_errors == 1 and source.error is not None and "cut short" in source.error
+
+
+def test_a_whole_file_is_not_cut_short_when_something_else_reaps_tshark(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """pyshark learns tshark's exit status from asyncio's child watcher, which reports 255 when anything else in
+    the process reaped tshark first (seen once in CI: a whole file counted as one that ends early). A stray
+    waitpid does that here; the source reads the file again before it calls it cut short."""
+    source = PcapFile(PCAPS / "scapy_realpkts_cnp_cx4lx_and_rocev1.pcap")
+    packets = source.packets()
+    first = next(packets)
+    (tshark,) = source._capture._running_processes  # the tshark pyshark started, still running or a zombie
+    os.waitpid(tshark.pid, 0)  # the stray reaper
+    with caplog.at_level(logging.WARNING):
+        rest = list(packets)
+    assert [first, *rest] and len(rest) == 2 and source.error is None
+    assert "exit status was lost" in caplog.text
+    cut = tmp_path / "cut.pcap"  # and a file tshark cannot read whole still says so, in tshark's words
+    cut.write_bytes((PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap").read_bytes()[:9000])
+    assert "cut short" in str(PcapFile(cut)._confirm("retcode 255"))
 
 
 def test_garbage_and_missing_files(tmp_path: Path) -> None:
