@@ -115,6 +115,42 @@ def test_gauges_filters_and_totals(store: Store, now: dt.datetime) -> None:
     assert t["delta"].sum() == 40 and t["seconds"].sum() == 4
 
 
+def test_a_placement_naming_no_nic_stands_for_every_nic_of_its_host(store: Store, now: dt.datetime) -> None:
+    """A pod list read without an inventory places jobs on hosts only: each such placement stands for the
+    host's netdevs with counters (its RDMA devices where no netdev reports), each paired with an RDMA device in
+    order where the host has as many; placements that name a NIC stay as they are."""
+    rows = series([0, 10], device="gpu-1", port="eth1") + series([0, 10], device="gpu-1", port="eth0")
+    rows += [r for dev in ("mlx5_1/1", "mlx5_0/1") for r in series([0, 10], "cnp_handled", "gpu-1", dev)]
+    rows += series([0, 10], metric="cnp_handled", device="gpu-2", port="mlx5_3/1")  # RDMA counters only
+    rows += series([0, 10], device="gpu-3", port="eth2")
+    rows += series([0, 10], device="gpu-5", port="eth0") + series([0, 10], device="gpu-5", port="eth1")
+    rows += series([0, 10], metric="cnp_handled", device="gpu-5", port="mlx5_0/1")  # one RDMA device, two netdevs
+    store.insert("counters", counters(now, rows))
+    far = now + dt.timedelta(days=1)
+    placed = [
+        ("ns/a", "gpu-1", "", "", "10.0.0.1", 0, now, far),
+        ("ns/a", "gpu-2", "", "", "10.0.0.2", 1, now, far),
+        ("ns/b", "gpu-3", "eth2", "mlx5_2", "10.0.0.3", 0, now, far),
+        ("ns/c", "gpu-4", "", "", "10.0.0.4", 0, now, far),  # no counters from its host: left as it is
+        ("ns/c", "gpu-5", "", "", "10.0.0.5", 1, now, far),
+    ]
+    cols = ("job_id", "host", "netdev", "rdma_dev", "ip", "rank", "valid_from", "valid_to")
+    table = pa.table({c: [r[i] for r in placed] for i, c in enumerate(cols)})
+    for extra in ("job_name", "namespace", "pod", "gid"):
+        table = table.append_column(extra, pa.array([""] * len(placed)))
+    store.insert("endpoints", pa.Table.from_batches([conform("endpoints", table)]))
+    ep = Frames(store, Window(now, now + dt.timedelta(seconds=10))).endpoints()
+    assert ep.select("job_id", "host", "netdev", "rdma_dev", "ip", "rank").rows() == [
+        ("ns/a", "gpu-1", "eth0", "mlx5_0", "", -1),
+        ("ns/a", "gpu-1", "eth1", "mlx5_1", "", -1),
+        ("ns/a", "gpu-2", "mlx5_3", "mlx5_3", "", -1),
+        ("ns/b", "gpu-3", "eth2", "mlx5_2", "10.0.0.3", 0),
+        ("ns/c", "gpu-4", "", "", "10.0.0.4", 0),
+        ("ns/c", "gpu-5", "eth0", "", "", -1),
+        ("ns/c", "gpu-5", "eth1", "", "", -1),
+    ]
+
+
 def test_schema_check_names_what_is_wrong() -> None:
     with pytest.raises(SchemaError, match="missing columns"):
         check_schema(pl.DataFrame({"ts": [1]}), RATES_SCHEMA, "rates")
