@@ -404,7 +404,7 @@ ORDER BY job_id, host, netdev"""
         return out
 
     def host_nics(self) -> pl.DataFrame:
-        """Each host's NICs with traffic counters in the window (HOST_NICS_SCHEMA: host, netdev, rdma_dev): its
+        """Each host's NICs with counters in the window (HOST_NICS_SCHEMA: host, netdev, rdma_dev): its
         netdevs, or its RDMA devices where no netdev reports (a host port `mlx5_0/1` is device mlx5_0's). From
         the rollup.
 
