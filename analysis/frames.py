@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from rocescope.analysis.names import renamed, same_devices
 from rocescope.errors import SchemaError
 from rocescope.pipeline.migrations import (
     SERIES,
@@ -354,7 +355,8 @@ SELECT toString(device) AS device, toString(port) AS port,
     toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
 FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source != 'alias'
 GROUP BY device, port ORDER BY device, port"""
-        return _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
+        links = _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
+        return self._named(links, ("device", "peer_device")).sort("device", "port")
 
     def port_aliases(self) -> pl.DataFrame:
         """Switch port aliases (ALIASES_SCHEMA: device, alias, port) as `links` rows of source `alias` carry them:
@@ -383,6 +385,7 @@ FROM endpoints
 WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9, 'UTC')}
 ORDER BY job_id, host, netdev"""
         placed = _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
+        placed = self._named(placed, ("host",))
         whole = (pl.col("netdev") == "") & (pl.col("rdma_dev") == "")
         if not placed.select(whole.any()).item():
             self._cache[("endpoints+nics",)] = placed
@@ -459,7 +462,13 @@ SELECT DISTINCT toString(host) AS host, toString(rdma_dev) AS rdma_dev, toString
 FROM qp_owners
 WHERE seen_at < {end:DateTime64(9, 'UTC')} AND seen_at >= {lo:DateTime64(9, 'UTC')} - INTERVAL 1 DAY
 ORDER BY host, rdma_dev, dest_ip"""
-        return _plain(self._query(("qp_peers",), sql, self._params(())), QP_PEERS_SCHEMA, "qp_peers")
+        peers = _plain(self._query(("qp_peers",), sql, self._params(())), QP_PEERS_SCHEMA, "qp_peers")
+        return self._named(peers, ("host",))
+
+    def _named(self, frame: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+        """`frame` with the names other sources give devices (FQDN, case) replaced by their counters' (`names`)."""
+        names = {v for c in columns for v in frame[c].unique().to_list() if v}
+        return renamed(frame, columns, same_devices(self.roles()["device"].to_list(), names))
 
     def flow_samples(self, start: dt.datetime | None = None, end: dt.datetime | None = None) -> pl.DataFrame:
         """Sampled RoCEv2 packets (CNPs left out) counted per capture point and flow (src, dst, UDP source

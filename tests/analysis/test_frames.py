@@ -217,3 +217,39 @@ def test_fabric_tiers_and_job_attribution(now: dt.datetime) -> None:
     assert fab.jobs_at("leaf-a", "Ethernet32", now, later) == {"ns/wide"}
     assert fab.jobs_at_refs(["spine-1:Ethernet0", "leaf-a:Ethernet4"], now, later) == ["ns/local", "ns/wide"]
     assert fab.jobs_at("leaf-a", "Ethernet4", now - dt.timedelta(hours=2), now - dt.timedelta(hours=1)) == set()
+
+
+def test_other_sources_names_of_a_device_are_its_counters_name(store: Store, now: dt.datetime) -> None:
+    """LLDP and Kubernetes may give a device's FQDN, or another case, where its counters carry the short name
+    (and the reverse): links, placements and QP owners come out under the counters' names; an address or a
+    label that two devices share stays as it is."""
+    rows = series([0, 10], device="leaf-1", port="Ethernet0") + series(
+        [0, 10], device="gpu-1.dc1.example.com", port="eth0"
+    )
+    rows += series([0, 10], device="spine-1.a.example.com", port="Ethernet0")
+    rows += series([0, 10], device="spine-1.b.example.com", port="Ethernet0")
+    store.insert("counters", counters(now, rows))
+    links = [
+        ("gpu-1", "eth0", "LEAF-1.dc1.example.com", "Ethernet0"),
+        ("leaf-1.dc1.example.com", "Ethernet0", "gpu-1", "eth0"),
+        ("leaf-1", "Ethernet8", "spine-1", "Ethernet0"),  # two spines share the label: ambiguous
+        ("leaf-1", "Ethernet9", "10.0.0.9", "Ethernet0"),  # an address names no host
+    ]
+    cols = ("device", "port", "peer_device", "peer_port")
+    table = pa.table({c: [r[i] for r in links] for i, c in enumerate(cols)})
+    table = table.append_column("seen_at", pa.array([now] * len(links), pa.timestamp("ns", tz="UTC")))
+    table = table.append_column("source", pa.array(["lldp"] * len(links)))
+    store.insert("links", pa.Table.from_batches([conform("links", table)]))
+    frames = Frames(store, Window(now, now + dt.timedelta(seconds=10)))
+    assert frames.links().rows() == [
+        ("gpu-1.dc1.example.com", "eth0", "leaf-1", "Ethernet0"),
+        ("leaf-1", "Ethernet0", "gpu-1.dc1.example.com", "eth0"),
+        ("leaf-1", "Ethernet8", "spine-1", "Ethernet0"),
+        ("leaf-1", "Ethernet9", "10.0.0.9", "Ethernet0"),
+    ]
+    placed = {"job_id": ["ns/a"], "host": ["GPU-1"], "netdev": [""], "rdma_dev": [""], "ip": [""], "rank": [0]}
+    placed |= {"valid_from": [now], "valid_to": [now + dt.timedelta(days=1)]}
+    placed |= {c: [""] for c in ("job_name", "namespace", "pod", "gid")}
+    store.insert("endpoints", pa.Table.from_batches([conform("endpoints", pa.table(placed))]))
+    ep = Frames(store, Window(now, now + dt.timedelta(seconds=10))).endpoints()
+    assert ep.select("host", "netdev").rows() == [("gpu-1.dc1.example.com", "eth0")]  # a Kubernetes node name

@@ -1,6 +1,7 @@
-"""Jobs placed from `kubectl get pods` alone, with no NIC inventory: a pod that names no NIC of its host (no
-inventory to resolve NCCL_IB_HCA or the RDMA resource against) runs on all of them, as a training pod on a
-whole GPU node does. Findings, their impact and blame must come out as they do when every rank's NIC is known."""
+"""Placements and cables as real sources give them: jobs from `kubectl get pods` alone, with no NIC inventory (a
+pod that names no NIC of its host runs on all of them, as a training pod on a whole GPU node does), and LLDP
+system names and Kubernetes node names that are FQDNs where the counters carry short names. Findings, their
+impact and blame must come out as they do from the simulator's own placements and names."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ from rocescope.sim.scenario import load_scenario
 
 from landed import Landed
 
-SEED = 917  # a run of its own: this test replaces its endpoints
+SEED = 917  # runs of their own: these tests replace their endpoints and links
 
 
 def _seen(findings: list[Finding]) -> list[tuple[Any, ...]]:
@@ -43,3 +44,26 @@ def test_a_pod_list_without_an_inventory_places_jobs_on_their_hosts_nics(land: C
         from_pods = analyze(store, run.window, write=False).findings
     assert any(len((f.evidence.get("blame") or {}).get("victim_jobs") or ()) > 1 for f in known)
     assert _seen(from_pods) == _seen(known)
+
+
+def test_fqdn_names_from_lldp_and_kubernetes_are_the_devices_counters_name(land: Callable[..., Landed]) -> None:
+    run = land(load_scenario("pfc_storm").model_copy(update={"seed": SEED}))
+    fqdn = "concat(toString({c}), '.dc1.example.com')"
+    with run.open() as store:
+        known = analyze(store, run.window, write=False).findings
+        for table, cols, keep in (
+            ("links", ("device", "peer_device"), "port, peer_port, seen_at, source"),
+            ("endpoints", ("host",), "job_id, job_name, namespace, pod, rank, netdev, rdma_dev, ip, gid, "
+                                     "valid_from, valid_to"),
+        ):  # fmt: skip
+            named = ", ".join(f"upper({fqdn.format(c=c)}) AS {c}" if c == "host" else f"{fqdn.format(c=c)} AS {c}"
+                              for c in cols)  # fmt: skip
+            store.command(f"CREATE TABLE renamed ENGINE = Memory AS SELECT {named}, {keep} FROM {table}")
+            store.command(f"TRUNCATE TABLE {table}")
+            store.command(f"INSERT INTO {table} ({', '.join(cols)}, {keep}) SELECT * FROM renamed")
+            store.command("DROP TABLE renamed")
+        peers = store.query_arrow("SELECT DISTINCT toString(peer_device) AS d FROM links").column("d").to_pylist()
+        hosts = store.query_arrow("SELECT DISTINCT toString(host) AS h FROM endpoints").column("h").to_pylist()
+        assert all(d.endswith(".dc1.example.com") for d in peers) and all(h.endswith(".DC1.EXAMPLE.COM") for h in hosts)
+        renamed = analyze(store, run.window, write=False).findings
+    assert known and _seen(renamed) == _seen(known)
