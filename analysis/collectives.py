@@ -19,6 +19,7 @@ import polars as pl
 
 from rocescope import schema
 from rocescope.analysis.frames import Window, check_schema
+from rocescope.analysis.names import renamed, same_devices
 from rocescope.pipeline.store import Store, query_polars
 
 __all__ = [
@@ -146,6 +147,10 @@ def attribute_jobs(collectives: pl.DataFrame, placements: pl.DataFrame, owners: 
 
 def job_collectives(store: Store, window: Window, hosts: Sequence[str] | None = None) -> pl.DataFrame:
     """The window's collectives, each with its job (ATTRIBUTED_SCHEMA): what impact and blame start from."""
-    return attribute_jobs(
-        read_collectives(store, window, hosts), _placements(store, window), _process_owners(store, window)
-    )
+    collectives = read_collectives(store, window, hosts)
+    placements, owners = _placements(store, window), _process_owners(store, window)
+    # NCCL's hostname and the Kubernetes node name may be one host's short name and FQDN
+    known = collectives["host"].unique().to_list()
+    placements = renamed(placements, ("host",), same_devices(known, placements["host"].unique().to_list()))
+    owners = renamed(owners, ("host",), same_devices(known, owners["host"].unique().to_list()))
+    return attribute_jobs(collectives, placements, owners)

@@ -450,7 +450,8 @@ ORDER BY device, port"""
             span = Window(
                 self.window.start - dt.timedelta(seconds=lookback_s), self.window.end + dt.timedelta(seconds=after_s)
             )
-            self._cache[key] = by_communicator(job_collectives(self.store, span), self.endpoints())
+            attributed = self._named(job_collectives(self.store, span), ("host",))  # NCCL's hostname
+            self._cache[key] = by_communicator(attributed, self.endpoints())
         return self._cache[key]
 
     def qp_peers(self) -> pl.DataFrame:

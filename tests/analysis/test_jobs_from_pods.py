@@ -46,24 +46,26 @@ def test_a_pod_list_without_an_inventory_places_jobs_on_their_hosts_nics(land: C
     assert _seen(from_pods) == _seen(known)
 
 
-def test_fqdn_names_from_lldp_and_kubernetes_are_the_devices_counters_name(land: Callable[..., Landed]) -> None:
+def test_fqdn_names_from_lldp_kubernetes_and_nccl_are_the_devices_counters_name(land: Callable[..., Landed]) -> None:
+    """LLDP system names as FQDNs, Kubernetes node names as upper-case FQDNs, NCCL's hostname as the FQDN; the
+    counters keep the short names."""
     run = land(load_scenario("pfc_storm").model_copy(update={"seed": SEED}))
     fqdn = "concat(toString({c}), '.dc1.example.com')"
+    renames = {
+        "links": {"device": fqdn, "peer_device": fqdn},
+        "endpoints": {"host": f"upper({fqdn})"},
+        "collectives": {"host": fqdn},
+    }
     with run.open() as store:
         known = analyze(store, run.window, write=False).findings
-        for table, cols, keep in (
-            ("links", ("device", "peer_device"), "port, peer_port, seen_at, source"),
-            ("endpoints", ("host",), "job_id, job_name, namespace, pod, rank, netdev, rdma_dev, ip, gid, "
-                                     "valid_from, valid_to"),
-        ):  # fmt: skip
-            named = ", ".join(f"upper({fqdn.format(c=c)}) AS {c}" if c == "host" else f"{fqdn.format(c=c)} AS {c}"
-                              for c in cols)  # fmt: skip
-            store.command(f"CREATE TABLE renamed ENGINE = Memory AS SELECT {named}, {keep} FROM {table}")
+        for table, columns in renames.items():
+            named = ", ".join(f"{expr.format(c=c)} AS {c}" for c, expr in columns.items())
+            store.command(f"CREATE TABLE renamed ENGINE = Memory AS SELECT * REPLACE ({named}) FROM {table}")
             store.command(f"TRUNCATE TABLE {table}")
-            store.command(f"INSERT INTO {table} ({', '.join(cols)}, {keep}) SELECT * FROM renamed")
+            store.command(f"INSERT INTO {table} SELECT * FROM renamed")
             store.command("DROP TABLE renamed")
-        peers = store.query_arrow("SELECT DISTINCT toString(peer_device) AS d FROM links").column("d").to_pylist()
-        hosts = store.query_arrow("SELECT DISTINCT toString(host) AS h FROM endpoints").column("h").to_pylist()
-        assert all(d.endswith(".dc1.example.com") for d in peers) and all(h.endswith(".DC1.EXAMPLE.COM") for h in hosts)
+        for table, column in (("links", "peer_device"), ("endpoints", "host"), ("collectives", "host")):
+            names = store.query_arrow(f"SELECT DISTINCT toString({column}) AS n FROM {table}").column("n").to_pylist()
+            assert names and all(n.lower().endswith(".dc1.example.com") for n in names), table
         renamed = analyze(store, run.window, write=False).findings
     assert known and _seen(renamed) == _seen(known)
