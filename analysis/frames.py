@@ -375,7 +375,8 @@ GROUP BY switch, alias ORDER BY switch, alias"""
 
         A placement that names no NIC (a pod list read without an inventory to resolve its NCCL_IB_HCA or RDMA
         resource against) stands for every NIC of its host with counters (`host_nics`): a training pod holds its
-        GPU node whole. Its ranks and address are unknown per NIC (-1, empty)."""
+        GPU node whole. Its ranks and address are unknown per NIC (-1, empty). A placement that names a netdev
+        but not its RDMA device (an inventory of netdevs only) gets the one `host_nics` pairs with it."""
         if ("endpoints+nics",) in self._cache:
             return self._cache[("endpoints+nics",)]
         sql = """
@@ -387,10 +388,19 @@ ORDER BY job_id, host, netdev"""
         placed = _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
         placed = self._named(placed, ("host",))
         whole = (pl.col("netdev") == "") & (pl.col("rdma_dev") == "")
-        if not placed.select(whole.any()).item():
+        half = (pl.col("netdev") != "") & (pl.col("rdma_dev") == "")
+        if not placed.select(whole.any() | half.any()).item():
             self._cache[("endpoints+nics",)] = placed
             return placed
         nics = self.host_nics().rename({"netdev": "nic", "rdma_dev": "nic_rdma"})
+        paired = nics.filter(pl.col("nic_rdma") != "").select("host", pl.col("nic").alias("netdev"), "nic_rdma")
+        placed = (
+            placed.join(paired, on=["host", "netdev"], how="left")
+            .with_columns(
+                pl.when(half).then(pl.coalesce("nic_rdma", "rdma_dev")).otherwise("rdma_dev").alias("rdma_dev")
+            )
+            .select(list(ENDPOINTS_SCHEMA))
+        )
         spread = (
             placed.filter(whole)
             .join(nics, on="host", how="left")

@@ -118,7 +118,8 @@ def test_gauges_filters_and_totals(store: Store, now: dt.datetime) -> None:
 def test_a_placement_naming_no_nic_stands_for_every_nic_of_its_host(store: Store, now: dt.datetime) -> None:
     """A pod list read without an inventory places jobs on hosts only: each such placement stands for the
     host's netdevs with counters (its RDMA devices where no netdev reports), each paired with an RDMA device in
-    order where the host has as many; placements that name a NIC stay as they are."""
+    order where the host has as many; placements that name a NIC stay as they are, and one that names a netdev
+    only gets its paired RDMA device."""
     rows = series([0, 10], device="gpu-1", port="eth1") + series([0, 10], device="gpu-1", port="eth0")
     rows += [r for dev in ("mlx5_1/1", "mlx5_0/1") for r in series([0, 10], "cnp_handled", "gpu-1", dev)]
     rows += series([0, 10], metric="cnp_handled", device="gpu-2", port="mlx5_3/1")  # RDMA counters only
@@ -133,6 +134,7 @@ def test_a_placement_naming_no_nic_stands_for_every_nic_of_its_host(store: Store
         ("ns/b", "gpu-3", "eth2", "mlx5_2", "10.0.0.3", 0, now, far),
         ("ns/c", "gpu-4", "", "", "10.0.0.4", 0, now, far),  # no counters from its host: left as it is
         ("ns/c", "gpu-5", "", "", "10.0.0.5", 1, now, far),
+        ("ns/d", "gpu-1", "eth1", "", "10.0.1.1", 3, now, far),  # an inventory of netdevs only
     ]
     cols = ("job_id", "host", "netdev", "rdma_dev", "ip", "rank", "valid_from", "valid_to")
     table = pa.table({c: [r[i] for r in placed] for i, c in enumerate(cols)})
@@ -148,6 +150,7 @@ def test_a_placement_naming_no_nic_stands_for_every_nic_of_its_host(store: Store
         ("ns/c", "gpu-4", "", "", "10.0.0.4", 0),
         ("ns/c", "gpu-5", "eth0", "", "", -1),
         ("ns/c", "gpu-5", "eth1", "", "", -1),
+        ("ns/d", "gpu-1", "eth1", "mlx5_1", "10.0.1.1", 3),
     ]
 
 
