@@ -15,6 +15,7 @@ read twice or lost. The offsets can be kept in a state file, so a restarted coll
 
 from __future__ import annotations
 
+import fnmatch
 import json
 import logging
 import os
@@ -83,8 +84,18 @@ class InspectorDir:
         """Inspector's files now present, in name order; offsets of files gone are forgotten."""
         if not self.root.is_dir():
             raise FileNotFoundError(f"{self.root} is not a directory")
-        glob = self.root.rglob if self.recursive else self.root.glob
-        found = sorted({p for pattern in self.patterns for p in glob(pattern) if p.is_file()}, key=str)
+        # os.walk, not Path.rglob: a directory removed mid-walk (a finished job's, a store's temporary part) is
+        # skipped instead of raising FileNotFoundError out of the whole listing
+        matched = set()
+        for top, _, names in os.walk(self.root):
+            for name in names:
+                if any(fnmatch.fnmatchcase(name, pattern) for pattern in self.patterns):
+                    path = Path(top, name)
+                    if path.is_file():
+                        matched.add(path)
+            if not self.recursive:
+                break
+        found = sorted(matched, key=str)
         present = {str(p) for p in found}
         for gone in set(self.offsets) - present:
             del self.offsets[gone]

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import logging
 import os
+import shutil
+import threading
 from pathlib import Path
 
 import pyarrow as pa
@@ -209,3 +211,30 @@ def test_cli_collect_nccl_lands_the_directory(tmp_path: Path) -> None:
     # the 2.29 file's rows are from 2025: the store's retention (30 days) drops them, as the sink says
     assert '"inspector_json",40' in out.output
     assert (tmp_path / "s.json").exists()
+
+
+def test_directories_coming_and_going_do_not_fail_the_listing(tmp_path: Path) -> None:
+    """Job directories are created and removed while the collector lists the tree (and a store beside the dump
+    makes and drops its temporary part directories): one vanishing mid-walk is skipped, not a failed poll."""
+    log = tmp_path / "job-1" / file_name("h", 7)
+    log.parent.mkdir()
+    log.write_bytes(json_line(record(0)).encode())
+    stop = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop.is_set():
+            d = tmp_path / f"tmp_merge_{n % 8}" / "part"
+            d.mkdir(parents=True, exist_ok=True)
+            shutil.rmtree(d.parent, ignore_errors=True)
+            n += 1
+
+    worker = threading.Thread(target=churn)
+    worker.start()
+    try:
+        directory = InspectorDir(tmp_path)
+        listings = [directory.files() for _ in range(300)]
+    finally:
+        stop.set()
+        worker.join()
+    assert all(found == [log] for found in listings)
