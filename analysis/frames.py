@@ -85,7 +85,6 @@ ENDPOINTS_SCHEMA: dict[str, pl.DataType] = {
 }
 ROLES_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "role": pl.String()}
 PORTS_SCHEMA: dict[str, pl.DataType] = {"device": pl.String(), "port": pl.String()}
-HOST_NICS_SCHEMA: dict[str, pl.DataType] = {"host": pl.String(), "netdev": pl.String(), "rdma_dev": pl.String()}
 BUCKETS_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(),
     "port": pl.String(),
@@ -371,12 +370,10 @@ GROUP BY switch, alias ORDER BY switch, alias"""
         return _plain(frame, ALIASES_SCHEMA, "port_aliases")
 
     def endpoints(self) -> pl.DataFrame:
-        """Job placements valid at some point of the window (ENDPOINTS_SCHEMA).
+        """Job placements valid at some point of the window (ENDPOINTS_SCHEMA); one that names no NIC, or a
+        netdev without its RDMA device, completed from the NICs its host reports (`placements.py`)."""
+        from rocescope.analysis.placements import host_nics, incomplete, on_host_nics  # they import this module
 
-        A placement that names no NIC (a pod list read without an inventory to resolve its NCCL_IB_HCA or RDMA
-        resource against) stands for every NIC of its host with counters (`host_nics`): a training pod holds its
-        GPU node whole. Its ranks and address are unknown per NIC (-1, empty). A placement that names a netdev
-        but not its RDMA device (an inventory of netdevs only) gets the one `host_nics` pairs with it."""
         if ("endpoints+nics",) in self._cache:
             return self._cache[("endpoints+nics",)]
         sql = """
@@ -387,64 +384,10 @@ WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9
 ORDER BY job_id, host, netdev"""
         placed = _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
         placed = self._named(placed, ("host",))
-        whole = (pl.col("netdev") == "") & (pl.col("rdma_dev") == "")
-        half = (pl.col("netdev") != "") & (pl.col("rdma_dev") == "")
-        if not placed.select(whole.any() | half.any()).item():
-            self._cache[("endpoints+nics",)] = placed
-            return placed
-        nics = self.host_nics().rename({"netdev": "nic", "rdma_dev": "nic_rdma"})
-        paired = nics.filter(pl.col("nic_rdma") != "").select("host", pl.col("nic").alias("netdev"), "nic_rdma")
-        placed = (
-            placed.join(paired, on=["host", "netdev"], how="left")
-            .with_columns(
-                pl.when(half).then(pl.coalesce("nic_rdma", "rdma_dev")).otherwise("rdma_dev").alias("rdma_dev")
-            )
-            .select(list(ENDPOINTS_SCHEMA))
-        )
-        spread = (
-            placed.filter(whole)
-            .join(nics, on="host", how="left")
-            .with_columns(
-                pl.coalesce("nic", "netdev").alias("netdev"),
-                pl.coalesce("nic_rdma", "rdma_dev").alias("rdma_dev"),
-                pl.when(pl.col("nic").is_null()).then(pl.col("ip")).otherwise(pl.lit("")).alias("ip"),
-                pl.when(pl.col("nic").is_null()).then(pl.col("rank")).otherwise(pl.lit(-1, pl.Int32)).alias("rank"),
-            )
-            .select(list(ENDPOINTS_SCHEMA))
-        )
-        out = pl.concat([placed.filter(~whole), spread]).sort("job_id", "host", "netdev")
-        self._cache[("endpoints+nics",)] = out
-        return out
-
-    def host_nics(self) -> pl.DataFrame:
-        """Each host's NICs with counters in the window (HOST_NICS_SCHEMA: host, netdev, rdma_dev): its
-        netdevs, or its RDMA devices where no netdev reports (a host port `mlx5_0/1` is device mlx5_0's). From
-        the rollup.
-
-        Which RDMA device drives which netdev is the placements' (an inventory) to say; where nothing says, a
-        host with as many RDMA devices as netdevs pairs them in order (mlx5 numbers its devices in PCI order, and
-        predictable netdev names, `enp65s0f0np0`, follow the bus numbers), else leaves them unpaired."""
-        from rocescope.analysis.fabric import netdev_of, port_order  # it imports this module
-
-        sql = """
-SELECT DISTINCT toString(device) AS device, toString(port) AS port FROM counters_1m
-WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
-    AND role = 'nic'
-ORDER BY device, port"""
-        ports = _plain(self._query(("host_nics",), sql, self._params(())), PORTS_SCHEMA, "host_nics")
-        by_host: dict[str, tuple[set[str], set[str]]] = {}
-        for host, port in ports.iter_rows():
-            netdevs, rdma = by_host.setdefault(host, (set(), set()))
-            dev = netdev_of(port)
-            (netdevs if dev == port else rdma).add(dev)
-        rows = []
-        for host, (netdevs, rdma) in sorted(by_host.items()):
-            if not netdevs:
-                rows += [(host, dev, dev) for dev in sorted(rdma, key=port_order)]
-                continue
-            paired = sorted(rdma, key=port_order) if len(rdma) == len(netdevs) else [""] * len(netdevs)
-            rows += [(host, nd, dev) for nd, dev in zip(sorted(netdevs, key=port_order), paired, strict=True)]
-        return pl.DataFrame(rows, schema=HOST_NICS_SCHEMA, orient="row")
+        if incomplete(placed):
+            placed = on_host_nics(placed, host_nics(self.ports("nic")), ENDPOINTS_SCHEMA)
+        self._cache[("endpoints+nics",)] = placed
+        return placed
 
     def collectives(self, lookback_s: float = 0.0, after_s: float = 0.0) -> pl.DataFrame:
         """NCCL collectives that ended in the window, up to `lookback_s` before it (a baseline) or `after_s` after
@@ -523,15 +466,16 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
         frame = self._query(("reporting", metric), sql, {**self._params(()), "metric": metric})
         return set(frame["device"].cast(pl.String).to_list()) if frame.height else set()
 
-    def ports(self) -> pl.DataFrame:
+    def ports(self, role: str = "switch") -> pl.DataFrame:
         """Each switch port with traffic counters in the window (PORTS_SCHEMA): the names the counters use,
-        which LLDP may spell another way. From the 1-minute rollup, like `roles`."""
+        which LLDP may spell another way; with role `nic`, each host port with any counter (an RDMA-only host
+        reports no bytes). From the 1-minute rollup, like `roles`."""
         sql = """
 SELECT DISTINCT toString(device) AS device, toString(port) AS port FROM counters_1m
 WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
-    AND metric IN ('tx_bytes', 'rx_bytes') AND role = 'switch'
+    AND role = {role:String} AND (role != 'switch' OR metric IN ('tx_bytes', 'rx_bytes'))
 ORDER BY device, port"""
-        return _plain(self._query(("ports",), sql, self._params(())), PORTS_SCHEMA, "ports")
+        return _plain(self._query(("ports", role), sql, self._params((), {"role": role})), PORTS_SCHEMA, "ports")
 
     def poll_interval_s(self) -> float:
         """The typical sampling interval in the window (median gap between samples of the first devices'
