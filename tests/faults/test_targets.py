@@ -162,6 +162,7 @@ class JunkGnmiTarget:
 
     def __init__(self) -> None:
         self.sent = 0
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self.server = grpc.server(ThreadPoolExecutor(max_workers=4, thread_name_prefix="junk-gnmi"))
         handler = grpc.stream_stream_rpc_method_handler(self._subscribe)  # raw bytes both ways
@@ -174,7 +175,8 @@ class JunkGnmiTarget:
         next(requests, None)
         while context.is_active() and not self._stop.is_set():
             for junk in self.JUNK:
-                self.sent += 1
+                with self._lock:  # a reconnecting client may have two streams open for a moment
+                    self.sent += 1
                 yield junk
             self._stop.wait(SAMPLE_S)
 
@@ -388,13 +390,14 @@ def test_dead_and_flapping_targets(tmp_path: Path, snmpds: tuple[Snmpd, Snmpd]) 
             try:
                 with scraper:  # stopped before the collectors, whose stop closes every stream
                     marks = run_fault(gnmi, snmp, arrivals, flappy, silent_agent.proc)
-                marks.junk_sent = {"gnmi-junk": junk_gnmi.sent, "snmp-junk": junk_udp.answered}
             finally:
                 stop_gnmi.set()
                 stop_snmp.set()
                 for t in threads:
                     t.join(30)
             assert not any(t.is_alive() for t in threads), "a collector did not stop"
+            # counted once the collectors stopped: junk still in flight before the stop is received and counted
+            marks.junk_sent = {"gnmi-junk": junk_gnmi.sent, "snmp-junk": junk_udp.answered}
     finally:
         flappy.kill()
     check(marks, gnmi, snmp, arrivals, scraper)
