@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cache
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, cast
 
 from rocescope.catalog import METRICS, METRICS_BY_NAME, Metric, counter_metrics, resolve
 
@@ -73,6 +73,9 @@ class Column:
     description: str
     codec: str = ""
     default: str = ""
+    #: The value that means "not given": a file imported without this column (or with nulls in it) gets it.
+    #: None: the column must be given.
+    unknown: int | float | str | None = None
 
     @property
     def arrow_type(self) -> pa.DataType:
@@ -110,12 +113,16 @@ def _ts(name: str, description: str) -> Column:
     return Column(name, "DateTime64(9, 'UTC')", _TS, description, "CODEC(DoubleDelta, ZSTD(1))")
 
 
-def _lc(name: str, description: str) -> Column:
-    return Column(name, "LowCardinality(String)", _LC, description)
+def _lc(name: str, description: str, unknown: str | None = None) -> Column:
+    return Column(name, "LowCardinality(String)", _LC, description, unknown=unknown)
 
 
-def _str(name: str, description: str, codec: str = "CODEC(ZSTD(1))") -> Column:
-    return Column(name, "String", "string", description, codec)
+def _str(name: str, description: str, codec: str = "CODEC(ZSTD(1))", unknown: str | None = None) -> Column:
+    return Column(name, "String", "string", description, codec, unknown=unknown)
+
+
+def _int(name: str, ch_type: str, description: str, unknown: int) -> Column:
+    return Column(name, ch_type, cast(ArrowType, ch_type.lower()), description, unknown=unknown)
 
 
 # Retried inserts carrying the same insert_deduplication_token land once (see pipeline.sink).
@@ -125,6 +132,8 @@ _DEDUP = {"non_replicated_deduplication_window": 10000}
 #: metrics reads only their granules (the detectors and every panel name theirs), and per-series window
 #: functions partitioned in this order read the table in key order.
 COUNTER_SERIES = ("metric", "device", "port", "priority")
+#: What a counters row's device is.
+ROLES = ("switch", "nic", "host")
 
 COUNTERS = Table(
     "counters",
@@ -132,13 +141,13 @@ COUNTERS = Table(
     (
         _ts("ts", "When the device sampled the value (device time where it gives one)."),
         _lc("device", "Switch or host name."),
-        _lc("role", "switch | nic | host."),
+        _lc("role", " | ".join(ROLES) + "."),
         _lc("port", "Interface name, or rdma_dev/port for RDMA counters."),
-        Column("priority", "Int8", "int8", "802.1p priority / traffic class; -1 when none."),
+        _int("priority", "Int8", "802.1p priority / traffic class; -1 when none.", -1),
         _lc("metric", "Canonical metric name from the catalog (rocescope.catalog)."),
         Column("value", "Float64", "float64", "The value; counters are cumulative.", "CODEC(Gorilla, ZSTD(1))"),
-        _lc("source", "gnmi | snmp | ethtool | rdma | ebpf | import | sim."),
-        _lc("raw_name", "The vendor's own counter name or path."),
+        _lc("source", "gnmi | snmp | ethtool | rdma | ebpf | import | sim.", "import"),
+        _lc("raw_name", "The vendor's own counter name or path.", ""),
     ),
     order_by=(*COUNTER_SERIES, "ts"),
     partition_by="toDate(ts)",
@@ -179,7 +188,7 @@ LINKS = Table(
         _lc("port", "Local port."),
         _lc("peer_device", "Neighbor device (LLDP system name)."),
         _lc("peer_port", "Neighbor port (LLDP port id)."),
-        _lc("source", "lldp | config | sim."),
+        _lc("source", "lldp | config | sim.", "config"),
         _ts("seen_at", "When the adjacency was observed."),
     ),
     order_by=("device", "port", "seen_at"),
@@ -195,12 +204,12 @@ ENDPOINTS = Table(
         _lc("job_name", "Job name (PyTorchJob name)."),
         _lc("namespace", "Kubernetes namespace."),
         _str("pod", "Pod name."),
-        Column("rank", "Int32", "int32", "Rank in the job; -1 when unknown."),
+        _int("rank", "Int32", "Rank in the job; -1 when unknown.", -1),
         _lc("host", "Host name."),
-        _lc("netdev", "Network device (eth3)."),
-        _lc("rdma_dev", "RDMA device (mlx5_3)."),
-        _lc("ip", "Address of the netdev."),
-        _str("gid", "RoCE GID."),
+        _lc("netdev", "Network device (eth3).", ""),
+        _lc("rdma_dev", "RDMA device (mlx5_3).", ""),
+        _lc("ip", "Address of the netdev.", ""),
+        _str("gid", "RoCE GID.", unknown=""),
         _ts("valid_from", "Start of this placement."),
         _ts("valid_to", "End of this placement (far future while running)."),
     ),
@@ -220,10 +229,10 @@ QP_OWNERS = Table(
         Column("pid", "UInt32", "uint32", "Owning process."),
         _lc("comm", "Process name."),
         _str("cgroup", "cgroup path or pod."),
-        _lc("job_id", "Training job id; empty if unknown."),
+        _lc("job_id", "Training job id; empty if unknown.", ""),
         _ts("seen_at", "When the ownership was observed."),
-        _str("dest_gid", "Remote GID as sysfs `gids/N` prints it; empty if unknown."),
-        Column("udp_sport", "UInt16", "uint16", "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown."),
+        _str("dest_gid", "Remote GID as sysfs `gids/N` prints it; empty if unknown.", unknown=""),
+        _int("udp_sport", "UInt16", "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown.", 0),
     ),
     order_by=("host", "rdma_dev", "qpn", "seen_at"),
     settings=_DEDUP,
@@ -238,25 +247,27 @@ COLLECTIVES = Table(
     (
         _ts("ts", "When the collective ended (last kernel stop where traced), else when Inspector dumped it."),
         _lc("host", "Host the rank runs on (Inspector's hostname / node)."),
-        Column("pid", "UInt32", "uint32", "Process of the rank; 0 when not given (Prometheus mode)."),
-        Column("gpu", "Int16", "int16", "CUDA device id (`GPU<n>`); -1 when not given (JSON mode)."),
-        _lc("communicator", "NCCL communicator hash (`0x7f8c496ae9f661`); empty when not given."),
-        _lc("comm_name", "Communicator name given by the application; empty when not given."),
-        Column("rank", "Int32", "int32", "Rank in the communicator; -1 when not given."),
+        _int("pid", "UInt32", "Process of the rank; 0 when not given (Prometheus mode).", 0),
+        _int("gpu", "Int16", "CUDA device id (`GPU<n>`); -1 when not given (JSON mode).", -1),
+        _lc("communicator", "NCCL communicator hash (`0x7f8c496ae9f661`); empty when not given.", ""),
+        _lc("comm_name", "Communicator name given by the application; empty when not given.", ""),
+        _int("rank", "Int32", "Rank in the communicator; -1 when not given.", -1),
         Column("ranks", "Int32", "int32", "Ranks in the communicator."),
-        Column("nodes", "Int32", "int32", "Nodes the communicator spans; -1 when not given."),
+        _int("nodes", "Int32", "Nodes the communicator spans; -1 when not given.", -1),
         _lc("collective", "AllReduce | AllGather | ReduceScatter | Broadcast | Reduce | ... | Send | Recv."),
-        Column("peer", "Int32", "int32", "Peer rank of a P2P operation; -1 for collectives."),
-        Column("sequence", "Int64", "int64", "Inspector's sequence number in the communicator; -1 when none."),
+        _int("peer", "Int32", "Peer rank of a P2P operation; -1 for collectives.", -1),
+        _int("sequence", "Int64", "Inspector's sequence number in the communicator; -1 when none.", -1),
         Column("bytes", "UInt64", "uint64", "Message size in bytes (Prometheus: as its label rounds it)."),
         Column("exec_time_us", "Float64", "float64", "Execution time in microseconds.", "CODEC(Gorilla, ZSTD(1))"),
         Column("algo_bw_gbs", "Float64", "float64", "Algorithm bandwidth in GB/s (NaN when not given)."),
         Column("bus_bw_gbs", "Float64", "float64", "Bus bandwidth in GB/s (NaN when not given)."),
-        _lc("timing_source", "kernel_gpu | kernel_cpu | collective_cpu: how Inspector timed it; empty if not given."),
-        _lc("algorithm", "Algorithm and protocol (`Ring_ll`) where Inspector names them; else empty."),
+        _lc(
+            "timing_source", "kernel_gpu | kernel_cpu | collective_cpu: how Inspector timed it; empty if not given.", ""
+        ),
+        _lc("algorithm", "Algorithm and protocol (`Ring_ll`) where Inspector names them; else empty.", ""),
         _ts("start_ts", "When the rank issued the collective (event_trace_ts coll_start_ts); 0 when not traced."),
         _ts("stop_ts", "When its last kernel stopped (event_trace_ts); 0 when not traced."),
-        _lc("slurm_job_id", "Slurm job id Inspector labels Prometheus rows with; empty when none."),
+        _lc("slurm_job_id", "Slurm job id Inspector labels Prometheus rows with; empty when none.", ""),
         _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
     ),
     order_by=("host", "communicator", "collective", "rank", "ts"),

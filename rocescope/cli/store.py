@@ -186,6 +186,9 @@ def import_cmd(
         ),
     ] = "table",
     device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
+    role: Annotated[
+        str | None, typer.Option(help="counters: switch, nic or host, for a file without a `role` column.")
+    ] = None,
     inventory: Annotated[Path | None, typer.Option(help="kubectl: host inventory YAML (NICs per host).")] = None,
     kafka_topic: Annotated[str | None, typer.Option(help="gnmic: read gnmic's Kafka output topic.")] = None,
     bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
@@ -200,6 +203,7 @@ def import_cmd(
     import pyarrow as pa
 
     from rocescope.collectors.counters_file import canonical_counters
+    from rocescope.collectors.table_files import completed
     from rocescope.pipeline.batch import conform
 
     if kind != "table":
@@ -211,11 +215,13 @@ def import_cmd(
         raise typer.BadParameter("give the files to import")
     if table not in schema.STREAMS:
         raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
+    if role is not None and role not in schema.ROLES:
+        raise typer.BadParameter(f"unknown --role {role!r}; choose from {', '.join(schema.ROLES)}")
     try:
         with open_migrated_store(load_settings()) as store:
             total = 0
             for path in files:
-                data = _read_file(path)
+                data = completed(table, _read_file(path), role)
                 renamed = 0
                 if table == "counters":
                     data, renamed = canonical_counters(data)
