@@ -7,6 +7,7 @@ from pathlib import Path
 from pydantic import Field
 
 from rocescope.collectors.common.config import Strict
+from rocescope.collectors.pcap.tshark import ROCE_CAPTURE_FILTER
 
 
 class PcapSection(Strict):
@@ -20,7 +21,7 @@ class PcapSection(Strict):
         "several ports (without it, several interfaces name their packets by interface).",
     )
     sampling_rate: int = Field(1, ge=1, description="Keep 1 in N packets.")
-    bpf_filter: str = "udp port 4791"
+    bpf_filter: str = Field(ROCE_CAPTURE_FILTER, description="Live: dumpcap's capture filter.")
     file_seconds: float = Field(10.0, gt=0, description="Live: rotate the capture file this often.")
     ring_files: int = Field(4, ge=2, description="Live: at most this many capture files on disk.")
     capture_dir: Path | None = Field(None, description="Live: where the ring files go (default: a temp dir).")

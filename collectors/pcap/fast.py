@@ -4,7 +4,8 @@ pyshark decodes a few hundred packets/s, too slow for recorded captures of milli
 the record framing is walked once (classic pcap records in `framing.py`, pcapng blocks in `pcapng.py`:
 no library needed, and dpkt's last release is from 2022), the first bytes of every frame are gathered
 into a matrix, and Ethernet (+ up to two 802.1Q/802.1ad tags) / IPv4 / IPv6 / UDP 4791 / BTH fields
-are read at per-row offsets, vectorized. Rows and skip reasons match `tshark.decode_packet`
+are read at per-row offsets, vectorized; a switch's mirrored copy in a tunnel (ERSPAN I/II/III, GRE-bridged
+Ethernet, VXLAN) is read again from the frame it carries. Rows and skip reasons match `tshark.decode_packet`
 (tests/collectors/pcap/test_fast.py and test_pcapng.py prove it on the real captures, as pcap and as
 pcapng). Anything else (ERF, other link types, damaged file headers) raises `UnsupportedCapture`, and
 the collector lets tshark read the file instead.
@@ -30,6 +31,10 @@ from rocescope.pipeline.batch import Batch, conform
 __all__ = ["Decoded", "batches", "decode_pcap"]
 
 _HEAD = 112  # bytes of each frame examined: 14 + 2*4 VLAN + 60 IPv4 + 8 UDP + 12 BTH = 102
+#: Tunnels a mirrored frame may be in (an ERSPAN copy of VXLAN traffic: 2); each is read from its own start.
+_MAX_TUNNELS = 2
+VXLAN_PORT = 4789
+_ERSPAN_1_2, _ERSPAN_3, _ETHERNET_BRIDGING = 0x88BE, 0x22EB, 0x6558  # GRE protocol types
 _CHUNK = 16_384  # frames gathered at a time (bounds the index matrix to ~15 MB)
 
 Arr = npt.NDArray[Any]
@@ -178,8 +183,9 @@ _DTYPES = {
 }
 
 
-def _decode_chunk(buf: U8, rec: Records) -> tuple[dict[str, Arr], Counter[str], int]:
-    """Vectorized decode of a run of records: every field is read at a per-row offset."""
+def _decode_chunk(buf: U8, rec: Records, depth: int = 0) -> tuple[dict[str, Arr], Counter[str], int]:
+    """Vectorized decode of a run of records: every field is read at a per-row offset. A mirrored copy in a
+    tunnel (ERSPAN I/II/III, GRE-encapsulated Ethernet, VXLAN) is decoded as the frame it carries."""
     n = len(rec)
     rows = np.arange(n)
     cap = rec.cap
@@ -215,6 +221,9 @@ def _decode_chunk(buf: U8, rec: Records) -> tuple[dict[str, Arr], Counter[str], 
     bad |= udp & (l4 + 8 > cap)
     udp &= ~bad
     sport, dport = u16(l4), u16(l4 + 2)
+    inner = _tunneled(u8, u16, (ipv4 | ipv6) & ~fragment & ~bad, proto, l4, udp & (dport == VXLAN_PORT))
+    tunnel = (inner >= 0) & (inner + 14 <= cap)
+    udp &= ~tunnel
     rocev2 = udp & (dport == ROCEV2_PORT)
     bth = l4 + 8
     whole = rocev2 & (bth + 12 <= cap)
@@ -223,8 +232,18 @@ def _decode_chunk(buf: U8, rec: Records) -> tuple[dict[str, Arr], Counter[str], 
     skipped[ROCEV1] = int(np.count_nonzero(rocev1))
     skipped[NOT_ROCEV2] = int(np.count_nonzero(udp & ~rocev2 & (sport == ROCEV2_PORT)))
     skipped[TRUNCATED_BTH] = int(np.count_nonzero(rocev2 & ~whole))
-    counted = rocev1 | whole | (rocev2 & ~whole) | (udp & ~rocev2 & (sport == ROCEV2_PORT)) | bad
+    counted = rocev1 | whole | (rocev2 & ~whole) | (udp & ~rocev2 & (sport == ROCEV2_PORT)) | bad | tunnel
     skipped[NOT_INFINIBAND] = int(np.count_nonzero(~counted))
+    carried: tuple[dict[str, Arr], Counter[str], int] | None = None
+    if tunnel.any():
+        t = np.flatnonzero(tunnel)
+        if depth < _MAX_TUNNELS:
+            at = inner[t]
+            carried = _decode_chunk(buf, Records(rec.start[t] + at, cap[t] - at, rec.orig[t], rec.ts[t]), depth + 1)
+            carried[0]["frames"] = t[carried[0]["frames"]]
+            skipped.update(carried[1])
+        else:
+            skipped[NOT_INFINIBAND] += len(t)
     skipped = +skipped  # drop zero counts
 
     sel = np.flatnonzero(whole)
@@ -256,7 +275,28 @@ def _decode_chunk(buf: U8, rec: Records) -> tuple[dict[str, Arr], Counter[str], 
         "src_key": ip_key(h3 + 12, h3 + 8),
         "dst_key": ip_key(h3 + 16, h3 + 24),
     }
-    return part, skipped, int(np.count_nonzero(bad))
+    malformed = int(np.count_nonzero(bad))
+    if carried is not None:
+        order = np.argsort(np.concatenate([part["frames"], carried[0]["frames"]]), kind="stable")
+        part = {name: np.concatenate([part[name], carried[0][name]])[order] for name in part}
+        malformed += carried[2]
+    return part, skipped, malformed
+
+
+def _tunneled(u8: Callable[[I64], I64], u16: Callable[[I64], I64], ip: Arr, proto: I64, l4: I64, vxlan: Arr) -> I64:
+    """Where the Ethernet frame a tunnel carries starts in each frame (-1: no tunnel): GRE (version 0) carrying
+    ERSPAN type I (no GRE sequence number, no ERSPAN header), II (8-byte header), III (12 bytes, 20 with its
+    platform subheader) or transparent Ethernet bridging; VXLAN (UDP 4789, the I flag set)."""
+    flags, kind = u16(l4), u16(l4 + 2)
+    gre = ip & (proto == 47) & ((flags & 0x7) == 0)
+    seq = (flags >> 12) & 1
+    after_gre = l4 + 4 + 4 * (((flags >> 15) & 1) + ((flags >> 13) & 1) + seq)
+    erspan3 = 12 + 8 * (u8(after_gre + 11) & 1)
+    header = np.select(
+        [kind == _ERSPAN_1_2, kind == _ERSPAN_3, kind == _ETHERNET_BRIDGING], [8 * seq, erspan3, 0], default=-1
+    )
+    carries = np.where(gre & (header >= 0), after_gre + header, -1)
+    return np.where(vxlan & ((u8(l4 + 8) & 0x08) != 0), l4 + 16, carries)
 
 
 def batches(

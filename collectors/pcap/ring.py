@@ -1,10 +1,10 @@
 """Live capture in rotating files: dumpcap's ring buffer, each closed file decoded and shipped, then removed.
 
 pyshark's live capture decodes a few hundred packets/s; a mirror port carries far more. dumpcap
-(Wireshark's capture engine, which tshark itself uses) writes RoCEv2 frames (BPF `udp port 4791`) to
-a ring of files (`-b duration:N -b files:M`); every file it has closed is decoded by the fast path
-(`fast.py`, pcap and pcapng) and shipped, then removed unless `keep_files`. A file is closed once
-dumpcap has started a newer one, or dumpcap has exited. Sampling keeps 1 in N packets, counted
+(Wireshark's capture engine, which tshark itself uses) writes RoCEv2 frames and the tunnels mirrors send them
+in (BPF `ROCE_CAPTURE_FILTER`) to a ring of files (`-b duration:N -b files:M`); every file it has closed is
+decoded by the fast path (`fast.py`, pcap and pcapng) and shipped, then removed unless `keep_files`. A file is
+closed once dumpcap has started a newer one, or dumpcap has exited. Sampling keeps 1 in N packets, counted
 across files. The ring bounds the disk: if decoding falls behind, dumpcap drops the oldest file.
 """
 
@@ -22,7 +22,7 @@ from pathlib import Path
 import pyarrow as pa
 
 from rocescope.collectors.pcap.collector import PcapCollector
-from rocescope.collectors.pcap.tshark import PcapFile
+from rocescope.collectors.pcap.tshark import ROCE_CAPTURE_FILTER, PcapFile
 from rocescope.errors import DecodeError, RocescopeError
 from rocescope.pipeline.batch import Batch
 
@@ -47,7 +47,7 @@ class RingCapture:
     directory: Path | None = None
     file_seconds: float = 10.0
     files: int = 4
-    bpf_filter: str = "udp port 4791"
+    bpf_filter: str = ROCE_CAPTURE_FILTER
     keep_files: bool = False
     command_prefix: Sequence[str] = ()
     dumpcap: str | None = None

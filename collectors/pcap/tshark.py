@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import subprocess
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
@@ -25,6 +26,7 @@ __all__ = [
     "NOT_ROCEV2",
     "ROCEV1",
     "ROCEV2_PORT",
+    "ROCE_CAPTURE_FILTER",
     "TRUNCATED_BTH",
     "LiveInterface",
     "PacketSource",
@@ -37,6 +39,10 @@ log = logging.getLogger(__name__)
 ROCEV2_PORT = 4791
 CNP_OPCODE = 0x81
 _BECN = 0x40  # BTH byte 4: FECN is bit 7, BECN bit 6
+#: What a live capture keeps: RoCEv2, and the tunnels a switch mirrors it in (ERSPAN over GRE, VXLAN), VLAN-tagged
+#: or not (BPF reads past a tag only after `vlan`).
+_ROCE_OR_TUNNEL = f"udp port {ROCEV2_PORT} or udp port 4789 or proto gre"
+ROCE_CAPTURE_FILTER = f"{_ROCE_OR_TUNNEL} or (vlan and ({_ROCE_OR_TUNNEL}))"
 # Why a frame is not a RoCEv2 row (the keys of the collector's `skipped` counts)
 NOT_INFINIBAND = "not infiniband"
 ROCEV1 = "RoCEv1 or native InfiniBand (no UDP/IP)"
@@ -146,7 +152,7 @@ class LiveInterface(_PysharkSource):
         self.timeout_s = timeout_s
         self._capture = pyshark.LiveCapture(
             interface=interface,
-            bpf_filter=f"udp dst port {ROCEV2_PORT}",
+            bpf_filter=ROCE_CAPTURE_FILTER,
             use_json=True,
             include_raw=True,
             tshark_path=tshark_path,
@@ -163,34 +169,53 @@ def _ts_ns(sniff_timestamp: str) -> int:
     return int(seconds) * 1_000_000_000 + int((frac + "000000000")[:9])
 
 
-def _bth_bytes(packet: Any) -> bytes:
-    raw = packet.infiniband.bth
+def _bth_bytes(infiniband: Any) -> bytes:
+    raw = infiniband.bth
     text = raw if isinstance(raw, str) else str(raw)
     return bytes.fromhex(text.replace(":", ""))
 
 
+def _innermost(packet: Any) -> dict[str, Any]:
+    """The first layer of each protocol within the innermost Ethernet frame. tshark's JSON holds a protocol
+    seen twice (the outer and the carried IP of a tunnel) as one layer with `duplicate_layers`, in the order
+    of `frame.protocols`."""
+    protocols = str(getattr(packet.frame_info, "protocols", "")).split(":")
+    start = max((i for i, name in enumerate(protocols) if name == "eth"), default=0)
+    before = Counter(protocols[:start])
+    inside = set(protocols[start:])
+    out = {}
+    for layer in packet.layers:
+        name = layer.layer_name
+        instances = [layer, *getattr(layer, "duplicate_layers", [])]
+        if (name in inside or not protocols[0]) and before[name] < len(instances):
+            out[name] = instances[before[name]]
+    return out
+
+
 def decode_packet(packet: Any) -> dict[str, Any] | str:
-    """One RoCEv2 row (without capture point and sampling rate), or the reason the frame is not one."""
-    layers = {layer.layer_name for layer in packet.layers}
+    """One RoCEv2 row (without capture point and sampling rate), or the reason the frame is not one. A mirrored
+    copy in a tunnel (ERSPAN, GRE, VXLAN) is read from the innermost Ethernet frame's layers."""
+    layers = _innermost(packet)
     if "infiniband" not in layers:
         return NOT_INFINIBAND
     if "udp" not in layers:
         return ROCEV1
-    ip = packet.ip if "ip" in layers else packet.ipv6 if "ipv6" in layers else None
-    if ip is None or int(packet.udp.dstport) != ROCEV2_PORT:
+    ip = layers.get("ip", layers.get("ipv6"))
+    udp = layers["udp"]
+    if ip is None or int(udp.dstport) != ROCEV2_PORT:
         return NOT_ROCEV2
-    bth = _bth_bytes(packet)
+    bth = _bth_bytes(layers["infiniband"])
     if len(bth) < 12:
         return TRUNCATED_BTH
     if "ip" in layers:
-        dsfield = int(str(packet.ip.dsfield), 16) if str(packet.ip.dsfield).startswith("0x") else int(packet.ip.dsfield)
+        dsfield = int(str(ip.dsfield), 16) if str(ip.dsfield).startswith("0x") else int(ip.dsfield)
     else:
-        dsfield = int(str(packet.ipv6.tclass), 16)
+        dsfield = int(str(ip.tclass), 16)
     return {
         "ts": _ts_ns(packet.sniff_timestamp),
         "src_ip": str(ip.src),
         "dst_ip": str(ip.dst),
-        "udp_sport": int(packet.udp.srcport),
+        "udp_sport": int(udp.srcport),
         "dscp": dsfield >> 2,
         "ecn": dsfield & 0x3,
         "opcode": bth[0],
