@@ -287,8 +287,11 @@ def _tunneled(u8: Callable[[I64], I64], u16: Callable[[I64], I64], ip: Arr, prot
     """Where the Ethernet frame a tunnel carries starts in each frame (-1: no tunnel): GRE (version 0) carrying
     ERSPAN type I (no GRE sequence number, no ERSPAN header), II (8-byte header), III (12 bytes, 20 with its
     platform subheader) or transparent Ethernet bridging; VXLAN (UDP 4789, the I flag set)."""
+    gre = ip & (proto == 47)
+    if not (gre.any() or vxlan.any()):
+        return np.full(len(l4), -1, np.int64)  # no tunnel in the chunk: nothing more to read
     flags, kind = u16(l4), u16(l4 + 2)
-    gre = ip & (proto == 47) & ((flags & 0x7) == 0)
+    gre &= (flags & 0x7) == 0
     seq = (flags >> 12) & 1
     after_gre = l4 + 4 + 4 * (((flags >> 15) & 1) + ((flags >> 13) & 1) + seq)
     erspan3 = 12 + 8 * (u8(after_gre + 11) & 1)
