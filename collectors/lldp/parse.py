@@ -1,10 +1,11 @@
-"""LLDP neighbors from what devices report: lldpcli JSON (hosts) and openconfig-lldp state (switches over gNMI).
+"""LLDP neighbors from what devices report: lldpcli output (hosts) and openconfig-lldp state (switches over gNMI).
 
 lldpd's JSON has variants, all handled by `parse_lldpcli`: `-f json` keys objects by name and writes a
 key seen once as an object, several times as a list of one-key objects (one neighbor:
 `"interface": {"eth0": {...}}`; several: `[{"eth0": ...}, ...]`); the chassis is keyed by its system name
 (`{"spine-1": {"id": ...}}`), or unkeyed when the neighbor sent none; `-f json0` writes every value as a
-list (`"interface": [{"name": "eth0", ...}]`). gNMI Notifications of
+list (`"interface": [{"name": "eth0", ...}]`); `-f xml` is read as json0 (lldpd writes both from one
+writer) and `-f keyvalue` lines are put in the same shape. gNMI Notifications of
 `/lldp/interfaces/interface/neighbors/neighbor/state`, JSON objects or typed leaves, are decoded by
 `links_from_notifications`.
 
@@ -17,6 +18,8 @@ and counted; the others are kept.
 from __future__ import annotations
 
 import logging
+import re
+import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +28,14 @@ from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.gnmi.paths import Elem, path_elems
 from rocescope.errors import DecodeError
 
-__all__ = ["LLDP_STATE_PATH", "Neighbor", "links_from_notifications", "parse_lldpcli", "peer_port"]
+__all__ = [
+    "LLDP_STATE_PATH",
+    "Neighbor",
+    "links_from_notifications",
+    "lldpcli_document",
+    "parse_lldpcli",
+    "peer_port",
+]
 
 log = logging.getLogger(__name__)
 
@@ -105,6 +115,8 @@ def _chassis(body: Mapping[str, Any]) -> tuple[str, str]:
     cid = _first(ch.get("id"))
     if isinstance(cid, dict) and ("value" in cid or "type" in cid):
         return _text(ch.get("name", "")), _text(cid)  # unkeyed (no sysname) or json0
+    if isinstance(_first(ch.get("name")), dict):
+        return _text(ch["name"]), ""  # json0 shape without a chassis id
     if len(ch) != 1:
         raise ValueError(f"chassis with {len(ch)} keys")
     (name, inner), *_ = ch.items()
@@ -125,16 +137,89 @@ def _port(body: Mapping[str, Any]) -> str:
     return peer_port(subtype, value, _text(port.get("descr", "")))
 
 
-def parse_lldpcli(output: str | bytes | Mapping[str, Any], device: str) -> tuple[list[Neighbor], int]:
-    """(neighbors, malformed neighbors skipped) from `lldpcli -f json|json0 show neighbors`.
+# --- lldpcli XML and keyvalue, read as json0 -------------------------------------------------------------
 
-    Raises DecodeError when the output is not lldpcli JSON at all; a neighbor that cannot be read is
+#: What lldpd names a chassis or port id by its subtype (`chassis.mac=...` in keyvalue, `type="mac"` elsewhere).
+_ID_SUBTYPES = frozenset({"mac", "ip", "local", "ifname", "ifalias", "unhandled"})
+#: The sections of one neighbor in keyvalue output (`lldp.<interface>.<section>...`); an interface name may
+#: hold dots (`eth0.100`), a section name never.
+_SECTIONS = "via|rid|age|chassis|port|vlan|ppvid|pi|lldp-med|unknown-tlvs"
+_KEYVALUE = re.compile(rf"lldp\.(?P<iface>.+?)\.(?P<section>{_SECTIONS})(?:\.(?P<rest>.*))?$")
+
+
+def _json0(elem: ET.Element) -> dict[str, Any]:
+    """An lldpcli XML element as the json0 variant writes the same (lldpd writes both from one writer):
+    attributes as keys, children as lists of objects, text as `value`; the display labels dropped."""
+    out: dict[str, Any] = {k: v for k, v in elem.attrib.items() if k != "label"}
+    for child in elem:
+        out.setdefault(child.tag, []).append(_json0(child))
+    if elem.text and elem.text.strip():
+        out["value"] = elem.text.strip()
+    return out
+
+
+def _from_xml(text: str, what: str) -> dict[str, Any]:
+    try:
+        root = ET.fromstring(text)
+    except ET.ParseError as exc:
+        raise DecodeError(f"{what}: not lldpcli XML: {exc}") from None
+    if root.tag != "lldp":
+        raise DecodeError(f"{what}: lldpcli XML without an <lldp> root (found <{root.tag}>)")
+    return {"lldp": [_json0(root)]}
+
+
+def _from_keyvalue(text: str, what: str) -> dict[str, Any]:
+    """`lldpcli -f keyvalue` lines (`lldp.eth0.chassis.name=leaf-01`) as json0; a neighbor starts at its
+    interface's `via` line (several neighbors on one interface repeat the keys)."""
+    interfaces: list[dict[str, Any]] = []
+    current: dict[str, dict[str, Any]] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        m = _KEYVALUE.match(key.strip()) if sep else None
+        if m is None:
+            continue
+        iface, section, rest = m["iface"], m["section"], m["rest"] or ""
+        entry = current.get(iface)
+        if entry is None or (section == "via" and "via" in entry):
+            entry = current[iface] = {"name": iface}
+            interfaces.append(entry)
+        if section in ("chassis", "port") and "." not in rest:
+            part = entry.setdefault(section, [{}])[0]
+            if rest in _ID_SUBTYPES:
+                part["id"] = [{"type": rest, "value": value}]
+            elif rest in ("name", "descr"):
+                part[rest] = [{"value": value}]
+        elif section in ("via", "rid", "age"):
+            entry[section] = value
+    if not interfaces and text.strip():
+        raise DecodeError(f"{what}: no `lldp.<interface>.` lines: not lldpcli keyvalue output")
+    return {"lldp": [{"interface": interfaces}]}
+
+
+def lldpcli_document(output: str | bytes, what: str) -> object:
+    """lldpcli's output in any of its structured formats (`-f json`, `json0`, `xml`, `keyvalue`) as the
+    JSON variants hold it."""
+    text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
+    head = text.lstrip()[:5]
+    if not head:  # keyvalue (and text) output of a device without neighbors is empty
+        return {"lldp": [{"interface": []}]}
+    if head.startswith("<"):
+        return _from_xml(text, what)
+    if head == "lldp.":
+        return _from_keyvalue(text, what)
+    return load_json(output, what)
+
+
+def parse_lldpcli(output: str | bytes | Mapping[str, Any], device: str) -> tuple[list[Neighbor], int]:
+    """(neighbors, malformed neighbors skipped) from `lldpcli -f json|json0|xml|keyvalue show neighbors`.
+
+    Raises DecodeError when the output is not lldpcli's at all; a neighbor that cannot be read is
     skipped and counted.
     """
     if isinstance(output, Mapping):
         doc: object = output
     else:
-        doc = load_json(output, f"{device}: lldpcli output")
+        doc = lldpcli_document(output, f"{device}: lldpcli output")
     if not isinstance(doc, dict) or "lldp" not in doc:
         raise DecodeError(f"{device}: lldpcli output has no `lldp` object")
     out: list[Neighbor] = []

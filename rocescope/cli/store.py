@@ -198,8 +198,8 @@ def import_cmd(
     ] = None,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
-    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli/kubectl JSON, SONiC redis dumps, NCCL
-    Inspector's JSON or Prometheus files)."""
+    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, SONiC
+    redis dumps, NCCL Inspector's JSON or Prometheus files)."""
     import pyarrow as pa
 
     from rocescope.collectors.counters_file import canonical_counters
