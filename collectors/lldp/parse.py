@@ -5,7 +5,7 @@ key seen once as an object, several times as a list of one-key objects (one neig
 `"interface": {"eth0": {...}}`; several: `[{"eth0": ...}, ...]`); the chassis is keyed by its system name
 (`{"spine-1": {"id": ...}}`), or unkeyed when the neighbor sent none; `-f json0` writes every value as a
 list (`"interface": [{"name": "eth0", ...}]`); `-f xml` is read as json0 (lldpd writes both from one
-writer) and `-f keyvalue` lines are put in the same shape. gNMI Notifications of
+writer) and `-f keyvalue` lines and the default plain text are put in the same shape. gNMI Notifications of
 `/lldp/interfaces/interface/neighbors/neighbor/state`, JSON objects or typed leaves, are decoded by
 `links_from_notifications`.
 
@@ -137,7 +137,7 @@ def _port(body: Mapping[str, Any]) -> str:
     return peer_port(subtype, value, _text(port.get("descr", "")))
 
 
-# --- lldpcli XML and keyvalue, read as json0 -------------------------------------------------------------
+# --- lldpcli XML, keyvalue and plain text, read as json0 -------------------------------------------------------------
 
 #: What lldpd names a chassis or port id by its subtype (`chassis.mac=...` in keyvalue, `type="mac"` elsewhere).
 _ID_SUBTYPES = frozenset({"mac", "ip", "local", "ifname", "ifalias", "unhandled"})
@@ -196,22 +196,53 @@ def _from_keyvalue(text: str, what: str) -> dict[str, Any]:
     return {"lldp": [{"interface": interfaces}]}
 
 
+def _from_plain(text: str, what: str) -> dict[str, Any]:
+    """lldpcli's default output (`-f plain`): an `Interface: eth0, via: LLDP, ...` line per neighbor, then
+    `Chassis:` and `Port:` blocks with `ChassisID: mac ...`, `SysName: ...`, `PortID: ifname ...`,
+    `PortDescr: ...` lines."""
+    interfaces: list[dict[str, Any]] = []
+    entry: dict[str, Any] | None = None
+    part: dict[str, Any] = {}
+    for line in text.splitlines():
+        key, sep, value = line.strip().partition(":")
+        value = value.strip()
+        if not sep:
+            continue
+        if key == "Interface" and not line.startswith(" "):
+            entry = {"name": value.split(",", 1)[0].strip()}
+            interfaces.append(entry)
+        elif entry is None:
+            continue
+        elif key in ("Chassis", "Port"):
+            part = entry.setdefault(key.lower(), [{}])[0]
+        elif key in ("ChassisID", "PortID"):
+            subtype, _, ident = value.partition(" ")
+            part["id"] = [{"type": subtype, "value": ident.strip()}]
+        elif key in ("SysName", "PortDescr"):
+            part["name" if key == "SysName" else "descr"] = [{"value": value}]
+    if not interfaces and "LLDP neighbors" not in text:
+        raise DecodeError(f"{what}: no `Interface:` lines: not lldpcli output")
+    return {"lldp": [{"interface": interfaces}]}
+
+
 def lldpcli_document(output: str | bytes, what: str) -> object:
-    """lldpcli's output in any of its structured formats (`-f json`, `json0`, `xml`, `keyvalue`) as the
-    JSON variants hold it."""
+    """lldpcli's output in any of its formats (`-f json`, `json0`, `xml`, `keyvalue`, `plain`) as the JSON
+    variants hold it."""
     text = output.decode("utf-8", "replace") if isinstance(output, bytes) else output
     head = text.lstrip()[:5]
-    if not head:  # keyvalue (and text) output of a device without neighbors is empty
+    if not head:  # keyvalue (and plain) output of a device without neighbors is empty
         return {"lldp": [{"interface": []}]}
     if head.startswith("<"):
         return _from_xml(text, what)
     if head == "lldp.":
         return _from_keyvalue(text, what)
+    if head in ("-----", "LLDP ", "Inter"):
+        return _from_plain(text, what)
     return load_json(output, what)
 
 
 def parse_lldpcli(output: str | bytes | Mapping[str, Any], device: str) -> tuple[list[Neighbor], int]:
-    """(neighbors, malformed neighbors skipped) from `lldpcli -f json|json0|xml|keyvalue show neighbors`.
+    """(neighbors, malformed neighbors skipped) from `lldpcli [-f json|json0|xml|keyvalue|plain] show neighbors`.
 
     Raises DecodeError when the output is not lldpcli's at all; a neighbor that cannot be read is
     skipped and counted.

@@ -1,6 +1,6 @@
-"""lldpcli in every structured format (`-f json`, `json0`, `xml`, `keyvalue`) gives the same neighbors: from
-the outputs a real lldpd printed (fixtures), and live from real lldpd daemons in network namespaces this
-test creates and removes (LLDP frames cross veth pairs only, nothing leaves the namespaces)."""
+"""lldpcli in every format (`-f json`, `json0`, `xml`, `keyvalue`, and the default `plain`) gives the same
+neighbors: from the outputs a real lldpd printed (fixtures), and live from real lldpd daemons in network
+namespaces this test creates and removes (LLDP frames cross veth pairs only, nothing leaves the namespaces)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,7 @@ from rocescope.errors import DecodeError
 from rocescope.testbed.snmpd import Netns, netns_unavailable
 
 FIXTURES = Path(__file__).parents[2] / "fixtures" / "lldp"
-FORMATS = ("json", "json0", "xml", "keyvalue")
+FORMATS = ("json", "json0", "xml", "keyvalue", "plain")
 GPU_NEIGHBORS = [
     Neighbor("gpu-001", "eth0", "leaf-01.dc1.example.com", "Ethernet8"),  # port id a MAC: the description names it
     Neighbor("gpu-001", "eth1", "leaf-02", "swp3"),  # port id subtype ifname
@@ -34,8 +34,9 @@ LEAF_02_NEIGHBORS = [Neighbor("leaf-02", "swp3", "gpu-001", "eth1")]
 def test_every_structured_format_lldpd_prints_gives_the_same_neighbors(fmt: str) -> None:
     out = (FIXTURES / f"lldpd_1.0.16_netns_gpu-001.{fmt}").read_bytes()
     assert parse_lldpcli(out, "gpu-001") == (GPU_NEIGHBORS, 0)
-    leaf = (FIXTURES / "lldpd_1.0.16_netns_leaf-02.keyvalue").read_text()
-    assert parse_lldpcli(leaf, "leaf-02") == (LEAF_02_NEIGHBORS, 0)
+    for leaf_fmt in ("keyvalue", "plain"):  # plain without details: the same lines, fewer of them
+        leaf = (FIXTURES / f"lldpd_1.0.16_netns_leaf-02.{leaf_fmt}").read_text()
+        assert parse_lldpcli(leaf, "leaf-02") == (LEAF_02_NEIGHBORS, 0)
 
 
 def test_keyvalue_and_xml_edge_cases() -> None:
