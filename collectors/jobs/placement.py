@@ -185,6 +185,8 @@ class Row:
 
 def parse_time(text: object) -> dt.datetime | None:
     """A Kubernetes timestamp (`2026-03-01T10:00:00Z`), UTC when it names no zone; None when absent."""
+    if isinstance(text, dt.datetime):  # an unquoted timestamp in a YAML pod list
+        return text if text.tzinfo else text.replace(tzinfo=dt.UTC)
     if not isinstance(text, str) or not text:
         return None
     at = dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
@@ -296,18 +298,32 @@ def placement_rows(pods: Iterable[Pod], inventory: Inventory) -> list[Row]:
     return rows
 
 
+def _pod_document(output: str | bytes) -> object:
+    """`kubectl get pods -o json`, or `-o yaml` (read where the text is no JSON)."""
+    import yaml
+
+    try:
+        return load_json(output, "pod list")
+    except DecodeError as not_json:
+        try:
+            doc = yaml.load(output, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+        except (yaml.YAMLError, ValueError, TypeError, RecursionError):
+            raise not_json from None
+        if not isinstance(doc, dict):
+            raise DecodeError("pod list is neither JSON nor a YAML mapping") from None
+        return doc
+
+
 def parse_pods(
     output: str | bytes | Mapping[str, Any], inventory: Inventory, now: dt.datetime | None = None
 ) -> tuple[list[Row], int]:
-    """(rows, malformed pods skipped) from a pod list (`kubectl get pods -o json`, or the API's PodList).
+    """(rows, malformed pods skipped) from a pod list (`kubectl get pods -o json` or `-o yaml`, or the API's
+    PodList).
 
     Raises DecodeError when it is not a pod list at all.
     """
     when = now or dt.datetime.now(dt.UTC)
-    if isinstance(output, Mapping):
-        doc: object = output
-    else:
-        doc = load_json(output, "pod list")
+    doc: object = output if isinstance(output, Mapping) else _pod_document(output)
     if isinstance(doc, dict) and doc.get("kind") == "Pod":
         doc = {"items": [doc]}
     items = doc.get("items") if isinstance(doc, dict) else None

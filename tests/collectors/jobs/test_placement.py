@@ -9,6 +9,8 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -128,3 +130,21 @@ def test_fuzz_a_garbled_pod_keeps_the_good_ones(topo: Topology, pods: dict[str, 
     others = {r.pod for r in rows} - {victim["metadata"]["name"] if isinstance(victim.get("metadata"), dict) else ""}
     assert others >= {p["metadata"]["name"] for p in pods["items"][1:]}
     assert bad <= 1
+
+
+def test_kubectl_yaml_gives_what_its_json_gives(
+    topo: Topology, pods: dict[str, Any], expected: list[tuple[Any, ...]], keyed: Keyed
+) -> None:
+    """`kubectl get pods -o yaml`: quoted timestamps as kubectl writes them, or unquoted as a person might."""
+    inventory = Inventory.from_topology(topo)
+    as_yaml = yaml.safe_dump(pods, sort_keys=False)
+    assert "creationTimestamp: '2025-01-01T00:00:00Z'" in as_yaml
+    for text in (as_yaml, as_yaml.replace("'2025-01-01T00:00:00Z'", "2025-01-01T00:00:00Z")):
+        rows, bad = parse_pods(text, inventory)
+        assert bad == 0 and keyed(rows) == expected
+        assert {r.valid_from for r in rows} == {dt.datetime(2025, 1, 1, tzinfo=dt.UTC)}
+    # a real pod manifest (no status: not running) is no error, and places nothing
+    assert parse_pods((REAL / "k8s-rdma-shared-dev-plugin_test-hca-pod.yaml").read_text(), inventory) == ([], 0)
+    for junk in ("- a\n- list\n", "just words", "{unclosed: [1, 2"):
+        with pytest.raises(DecodeError, match="pod list"):
+            parse_pods(junk, inventory)
