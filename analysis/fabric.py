@@ -26,6 +26,7 @@ Job attribution without flow paths (which no collector sees) follows what the fa
 from __future__ import annotations
 
 import datetime as dt
+import logging
 import re
 from collections import defaultdict
 from collections.abc import Iterable
@@ -35,6 +36,9 @@ from typing import Literal
 import polars as pl
 
 from rocescope.analysis.frames import Frames
+from rocescope.analysis.names import cabled_peers, renamed
+
+log = logging.getLogger(__name__)
 
 PortKind = Literal["host", "downlink", "uplink", "spine", "unknown"]
 
@@ -97,13 +101,32 @@ class Fabric:
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
-        from rocescope.analysis.links import infer_links
+        from rocescope.analysis.links import infer_links, spelled_far_ends
 
         links, endpoints, roles, ports, aliases = (
             frames.links(), frames.endpoints(), frames.roles(), frames.ports(), frames.port_aliases()
         )  # fmt: skip
         fab = cls.build(links, endpoints, roles, ports, aliases)
         known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
+        counted = set(roles["device"].to_list())
+        faced = {}  # LLDP's port facing a name no counters carry -> (its counters name, that neighbor's port)
+        for d, p, peer, x in links.select("device", "port", "peer_device", "peer_port").iter_rows():
+            if d in counted and peer and peer not in counted:
+                faced[(d, p)] = ((d, fab._name(d, p)), x)
+            elif peer in counted and d not in counted:
+                faced[(peer, x)] = ((peer, fab._name(peer, x)), p)
+        if faced:  # find those names at the far ends of the ports' cables, by what the cables carry
+            named = set(links["device"].to_list()) | set(links["peer_device"].to_list())
+            candidates = (fab.switches & counted) - named
+            far = spelled_far_ends(frames, dict(faced.values()), candidates)
+            ends = {lldp: far[at] for lldp, (at, _) in faced.items() if at in far}
+            names = cabled_peers(links, counted, ends)
+            unknown = {n for d, _, peer, _ in links.iter_rows() for n in (d, peer) if n and n not in counted}
+            log.info("LLDP names no counters device carries: %d, found at their cables' ends: %s", len(unknown), names)
+            if names:
+                links = renamed(links, ("device", "peer_device"), names)
+                fab = cls.build(links, endpoints, roles, ports, aliases)
+                known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
         inferred = infer_links(frames, known, fab.switches, fab.leaves)
         if inferred.is_empty():
             return fab

@@ -4,18 +4,23 @@ A switch's gNMI target and a host's collector name it by its short hostname (`le
 LLDP's system name and a Kubernetes node name are often the FQDN (`leaf-01.dc1.example.com`: EOS appends
 its `ip domain-name`, lldpd advertises the resolvable FQDN) or another case (`LEAF-01`); the reverse
 happens too. Names are compared by their first DNS label, case-insensitively; a name maps to the one
-counters device with that label, and is left alone when none or several have it, or when it is an address
-(a gnmic `source` given as `10.0.0.1:57400` names no host).
+counters device with that label, and is left alone when none or several have it, or when it is an address.
+
+Some names share nothing: a gnmic `source` given as an address (`10.0.0.1:57400`), a containerlab node
+(`clab-fabric-leaf1`) that LLDP calls `leaf1`. Such an LLDP peer is the counters device on the other end of
+the same cables (`cabled_peers`): the one whose own LLDP says its port faces the same neighbor port, or whose
+port's traffic is that neighbor port's (the cables `links.infer_links` recognises).
 """
 
 from __future__ import annotations
 
 import ipaddress
-from collections.abc import Iterable, Mapping, Sequence
+from collections import Counter, defaultdict
+from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import polars as pl
 
-__all__ = ["renamed", "same_devices"]
+__all__ = ["cabled_peers", "renamed", "same_devices"]
 
 
 def _label(name: str) -> str | None:
@@ -49,3 +54,47 @@ def renamed(frame: pl.DataFrame, columns: Sequence[str], mapping: Mapping[str, s
     if not mapping or frame.is_empty():
         return frame
     return frame.with_columns(pl.col(c).replace(dict(mapping)) for c in columns)
+
+
+Port = tuple[str, str]
+
+
+def cabled_peers(links: pl.DataFrame, counted: Collection[str], traffic: Mapping[Port, Port]) -> dict[str, str]:
+    """LLDP names that no counters device carries (as a neighbor, or as the reporting device) -> the counters
+    device that bears the name.
+
+    Each LLDP row is a cable with one end on such a name and the other, `near`, on a counters device; it votes
+    for the device at the far end of `near`'s cable: the counters device whose own LLDP row says its port
+    faces `near`, else the one `traffic` (port -> the port its cable's far end is, by what the cable carries)
+    pairs `near` with. A name takes the device that at least two thirds of its votes name, and that no other
+    name takes; otherwise it is left alone (an unresolved name is a gap, a wrong one would be a false cable).
+    Names found let more be found (a spine's LLDP names the leaf by the name its hosts use), so the votes are
+    counted again until nothing changes."""
+    counted = set(counted)
+    rows = list(links.select("device", "port", "peer_device", "peer_port").iter_rows())
+    found: dict[str, str] = {}
+    for _ in range(len(rows)):
+        named = [(found.get(d, d), p, found.get(peer, peer), x) for d, p, peer, x in rows]
+        facing = {(peer, x): d for d, _, peer, x in named if d in counted and peer}
+        votes: dict[str, Counter[str]] = defaultdict(Counter)
+        for d, p, peer, x in named:
+            if d in counted and peer and peer not in counted:
+                name, near = peer, (d, p)
+            elif peer in counted and d and d not in counted:
+                name, near = d, (peer, x)
+            else:
+                continue
+            far = facing.get(near) or traffic.get(near, ("", ""))[0]
+            if far and far != near[0] and far not in found.values():
+                votes[name][far] += 1
+        chosen = {}
+        for name, tally in votes.items():
+            (device, n), *_ = tally.most_common(1)
+            if 3 * n >= 2 * sum(tally.values()):
+                chosen[name] = device
+        taken = Counter(chosen.values())
+        more = {name: d for name, d in chosen.items() if taken[d] == 1}
+        if not more:
+            break
+        found |= more
+    return found

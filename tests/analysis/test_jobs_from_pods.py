@@ -59,13 +59,45 @@ def test_fqdn_names_from_lldp_kubernetes_and_nccl_are_the_devices_counters_name(
     with run.open() as store:
         known = analyze(store, run.window, write=False).findings
         for table, columns in renames.items():
-            named = ", ".join(f"{expr.format(c=c)} AS {c}" for c, expr in columns.items())
-            store.command(f"CREATE TABLE renamed ENGINE = Memory AS SELECT * REPLACE ({named}) FROM {table}")
-            store.command(f"TRUNCATE TABLE {table}")
-            store.command(f"INSERT INTO {table} SELECT * FROM renamed")
-            store.command("DROP TABLE renamed")
+            _rewrite(store, table, columns)
         for table, column in (("links", "peer_device"), ("endpoints", "host"), ("collectives", "host")):
             names = store.query_arrow(f"SELECT DISTINCT toString({column}) AS n FROM {table}").column("n").to_pylist()
             assert names and all(n.lower().endswith(".dc1.example.com") for n in names), table
         renamed = analyze(store, run.window, write=False).findings
     assert known and _seen(renamed) == _seen(known)
+
+
+def _rewrite(store: Any, table: str, columns: dict[str, str]) -> None:
+    """`table` with `columns` replaced by the SQL expressions given (`{c}`: the column), the counters' 1-minute
+    rollup refilled with them."""
+    named = ", ".join(f"{expr.format(c=c)} AS {c}" for c, expr in columns.items())
+    store.command(f"CREATE TABLE renamed ENGINE = Memory AS SELECT * REPLACE ({named}) FROM {table}")
+    store.command(f"TRUNCATE TABLE {table}")
+    if table == "counters":
+        store.command("TRUNCATE TABLE counters_1m")  # refilled by its materialized view from the insert below
+    store.command(f"INSERT INTO {table} SELECT * FROM renamed")
+    store.command("DROP TABLE renamed")
+
+
+def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_names(land: Callable[..., Landed]) -> None:
+    """gnmic targets given by address (`source` 10.0.0.N:57400: the counters name switches 10.0.0.N) while the
+    hosts' LLDP names them by system name, and no switch LLDP is collected: each name is the switch whose
+    port, spelled as LLDP spells it, carries that host port's traffic. Findings name the same devices."""
+    run = land(load_scenario("incast").model_copy(update={"seed": SEED}))
+    with run.open() as store:
+        sql = "SELECT DISTINCT toString(device) AS d FROM counters WHERE role = 'switch' ORDER BY d"
+        address = {name: f"10.0.0.{i + 1}" for i, name in enumerate(store.query_arrow(sql).column("d").to_pylist())}
+        names, addresses = (", ".join(f"'{x}'" for x in xs) for xs in (address, address.values()))
+        store.command(f"ALTER TABLE links DELETE WHERE device IN ({names}) SETTINGS mutations_sync = 1")
+        known = analyze(store, run.window, write=False).findings
+        _rewrite(store, "counters", {"device": f"transform(toString({{c}}), [{names}], [{addresses}])"})
+        assert not store.query_arrow(f"SELECT 1 FROM counters_1m WHERE device IN ({names}) LIMIT 1").num_rows
+        by_address = analyze(store, run.window, write=False).findings
+    name_of = {ip: name for name, ip in address.items()}
+
+    def named(findings: list[Finding]) -> list[tuple[Any, ...]]:
+        return [(kind, tuple(name_of.get(d, d) for d in devices), *rest) for kind, devices, *rest in _seen(findings)]
+
+    assert known and any(d in address for f in known for d in f.devices)
+    assert named(by_address) == _seen(known)
+    assert {p.partition(":")[0] for f in by_address for p in f.ports} & set(address.values())
