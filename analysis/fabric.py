@@ -101,36 +101,50 @@ class Fabric:
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
-        from rocescope.analysis.links import infer_links, spelled_far_ends
+        from rocescope.analysis.links import infer_links
 
         links, endpoints, roles, ports, aliases = (
             frames.links(), frames.endpoints(), frames.roles(), frames.ports(), frames.port_aliases()
         )  # fmt: skip
         fab = cls.build(links, endpoints, roles, ports, aliases)
+        links, found = fab._found_names(frames, links, set(roles["device"].to_list()))
+        if found:
+            fab = cls.build(links, endpoints, roles, ports, aliases)
         known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
-        counted = set(roles["device"].to_list())
-        faced = {}  # LLDP's port facing a name no counters carry -> (its counters name, that neighbor's port)
-        for d, p, peer, x in links.select("device", "port", "peer_device", "peer_port").iter_rows():
-            if d in counted and peer and peer not in counted:
-                faced[(d, p)] = ((d, fab._name(d, p)), x)
-            elif peer in counted and d not in counted:
-                faced[(peer, x)] = ((peer, fab._name(peer, x)), p)
-        if faced:  # find those names at the far ends of the ports' cables, by what the cables carry
-            named = set(links["device"].to_list()) | set(links["peer_device"].to_list())
-            candidates = (fab.switches & counted) - named
-            far = spelled_far_ends(frames, dict(faced.values()), candidates)
-            ends = {lldp: far[at] for lldp, (at, _) in faced.items() if at in far}
-            names = cabled_peers(links, counted, ends)
-            unknown = {n for d, _, peer, _ in links.iter_rows() for n in (d, peer) if n and n not in counted}
-            log.info("LLDP names no counters device carries: %d, found at their cables' ends: %s", len(unknown), names)
-            if names:
-                links = renamed(links, ("device", "peer_device"), names)
-                fab = cls.build(links, endpoints, roles, ports, aliases)
-                known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
         inferred = infer_links(frames, known, fab.switches, fab.leaves)
         if inferred.is_empty():
             return fab
         return cls.build(links, endpoints, roles, ports, aliases, inferred)
+
+    def _found_names(
+        self, frames: Frames, links: pl.DataFrame, counted: set[str]
+    ) -> tuple[pl.DataFrame, dict[str, str]]:
+        """`links` with the names no counters device carries replaced by the devices at their cables' far ends
+        (`names.cabled_peers`; the candidates: counted switches no LLDP row names), round after round (a leaf
+        found lets its LLDP towards spines named otherwise be followed), and what was found."""
+        from rocescope.analysis.links import spelled_far_ends
+
+        unknown = {n for d, _, peer, _ in links.iter_rows() for n in (d, peer) if n and n not in counted}
+        found: dict[str, str] = {}
+        for _ in range(len(unknown)):
+            faced = {}  # LLDP's port facing a name no counters carry -> (its counters name, that neighbor's port)
+            for d, p, peer, x in links.iter_rows():
+                if d in counted and peer and peer not in counted:
+                    faced[(d, p)] = ((d, self._name(d, p)), x)
+                elif peer in counted and d not in counted:
+                    faced[(peer, x)] = ((peer, self._name(peer, x)), p)
+            if not faced:
+                break
+            named = set(links["device"].to_list()) | set(links["peer_device"].to_list())
+            far = spelled_far_ends(frames, dict(faced.values()), (self.switches & counted) - named)
+            names = cabled_peers(links, counted, {lldp: far[at] for lldp, (at, _) in faced.items() if at in far})
+            if not names:
+                break
+            found |= names
+            links = renamed(links, ("device", "peer_device"), names)
+        if unknown:
+            log.info("LLDP names no counters device carries: %d; found at their cables' ends: %s", len(unknown), found)
+        return links, found
 
     @classmethod
     def build(
