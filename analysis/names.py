@@ -9,7 +9,7 @@ counters device with that label, and is left alone when none or several have it,
 Some names share nothing: a gnmic `source` given as an address (`10.0.0.1:57400`), a containerlab node
 (`clab-fabric-leaf1`) that LLDP calls `leaf1`. Such an LLDP peer is the counters device on the other end of
 the same cables (`cabled_peers`): the one whose own LLDP says its port faces the same neighbor port, or whose
-port's traffic is that neighbor port's (the cables `links.infer_links` recognises).
+port's traffic is that neighbor port's (`links.spelled_far_ends`).
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 import polars as pl
 
 __all__ = ["cabled_peers", "renamed", "same_devices"]
+
+Port = tuple[str, str]
 
 
 def _label(name: str) -> str | None:
@@ -54,9 +56,6 @@ def renamed(frame: pl.DataFrame, columns: Sequence[str], mapping: Mapping[str, s
     if not mapping or frame.is_empty():
         return frame
     return frame.with_columns(pl.col(c).replace(dict(mapping)) for c in columns)
-
-
-Port = tuple[str, str]
 
 
 def cabled_peers(links: pl.DataFrame, counted: Collection[str], traffic: Mapping[Port, Port]) -> dict[str, str]:
