@@ -136,7 +136,7 @@ class Fabric:
             if not faced:
                 break
             named = set(links["device"].to_list()) | set(links["peer_device"].to_list())
-            far = spelled_far_ends(frames, dict(faced.values()), (self.switches & counted) - named)
+            far = spelled_far_ends(frames, dict(faced.values()), (self.switches & counted) - named, self._name)
             names = cabled_peers(links, counted, {lldp: far[at] for lldp, (at, _) in faced.items() if at in far})
             if not names:
                 break

@@ -39,7 +39,7 @@ from collections.abc import Callable, Collection, Iterable
 
 import polars as pl
 
-from rocescope.analysis.fabric import canonical_port, netdev_of, port_order
+from rocescope.analysis.fabric import netdev_of, port_order
 from rocescope.analysis.frames import LINKS_SCHEMA, Frames
 
 __all__ = [
@@ -181,22 +181,22 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
     return pl.DataFrame(both, schema=LINKS_SCHEMA, orient="row")
 
 
-def spelled_far_ends(frames: Frames, near: dict[Port, str], devices: Collection[str]) -> dict[Port, Port]:
+def spelled_far_ends(
+    frames: Frames, near: dict[Port, str], devices: Collection[str], port_of: Callable[[str, str], str]
+) -> dict[Port, Port]:
     """For ports whose LLDP neighbor is a name no counters device carries (`near`: port -> the neighbor port as
-    LLDP spells it), the far end among the ports of `devices` spelled alike (`Ethernet8` on each candidate
-    switch): the one whose traffic is the cable's other end, where it fits clearly better than the others."""
+    LLDP spells it), the far end among `devices`' ports of that spelling (`port_of(device, spelled)`: the port
+    as the device's counters name it, `Ethernet8` for `Ethernet8`, `Eth8` or alias `etp3`): the one whose
+    traffic is the cable's other end, where it fits clearly better than the others."""
     if not near or not devices:
         return {}
     bucket_s = max(10.0, frames.window.seconds / 120)
     counts = _Counts(frames.port_buckets(bucket_s).iter_rows())
-    by_spelling: dict[str, list[Port]] = defaultdict(list)
-    for device, port in frames.ports().select("device", "port").iter_rows():
-        if device in devices:
-            by_spelling[canonical_port(port)].append((device, port))
+    has = set(frames.ports().select("device", "port").iter_rows())
     out = {}
     for a, spelled in near.items():
-        alike = by_spelling.get(canonical_port(spelled), [])
-        scored = sorted((counts.mismatch(a, b), b) for b in alike if b[0] != a[0])
+        alike = [(d, port_of(d, spelled)) for d in devices if d != a[0]]
+        scored = sorted((counts.mismatch(a, b), b) for b in alike if b in has)
         clear = len(scored) == 1 or (len(scored) > 1 and scored[0][0] < UNIQUE * scored[1][0])
         if clear and scored[0][0] <= DRIFT_S / bucket_s:
             out[a] = scored[0][1]
