@@ -1,12 +1,15 @@
 """Placements and cables as real sources give them: jobs from `kubectl get pods` alone, with no NIC inventory (a
 pod that names no NIC of its host runs on all of them, as a training pod on a whole GPU node does), and LLDP
-system names and Kubernetes node names that are FQDNs where the counters carry short names. Findings, their
-impact and blame must come out as they do from the simulator's own placements and names."""
+system names and Kubernetes node names that are FQDNs where the counters carry short names, and switches whose
+counters come under their addresses. Findings, their impact and blame must come out as they do from the
+simulator's own placements and names."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+
+import pytest
 
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.run import analyze
@@ -79,16 +82,25 @@ def _rewrite(store: Any, table: str, columns: dict[str, str]) -> None:
     store.command("DROP TABLE renamed")
 
 
-def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_names(land: Callable[..., Landed]) -> None:
-    """gnmic targets given by address (`source` 10.0.0.N:57400: the counters name switches 10.0.0.N) while the
-    hosts' LLDP names them by system name, and no switch LLDP is collected: each name is the switch whose
-    port, spelled as LLDP spells it, carries that host port's traffic. Findings name the same devices."""
-    run = land(load_scenario("incast").model_copy(update={"seed": SEED}))
+@pytest.mark.parametrize(
+    ("scenario", "switch_lldp"),
+    [("incast", False), ("pfc_deadlock", True)],
+    ids=["hosts-lldp-only", "switch-lldp-by-system-name"],
+)
+def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_names(
+    land: Callable[..., Landed], scenario: str, switch_lldp: bool
+) -> None:
+    """gnmic targets given by address (`source` 10.0.0.N:57400: the counters name switches 10.0.0.N) while LLDP
+    names them by system name: from the hosts only (each name is the switch whose port, spelled as LLDP spells
+    it, carries that host port's traffic), or from the switches too, their own LLDP imported under their system
+    names (leaves are found from their hosts, then spines from the leaves). Findings name the same devices."""
+    run = land(load_scenario(scenario).model_copy(update={"seed": SEED}))
     with run.open() as store:
         sql = "SELECT DISTINCT toString(device) AS d FROM counters WHERE role = 'switch' ORDER BY d"
         address = {name: f"10.0.0.{i + 1}" for i, name in enumerate(store.query_arrow(sql).column("d").to_pylist())}
         names, addresses = (", ".join(f"'{x}'" for x in xs) for xs in (address, address.values()))
-        store.command(f"ALTER TABLE links DELETE WHERE device IN ({names}) SETTINGS mutations_sync = 1")
+        if not switch_lldp:
+            store.command(f"ALTER TABLE links DELETE WHERE device IN ({names}) SETTINGS mutations_sync = 1")
         known = analyze(store, run.window, write=False).findings
         _rewrite(store, "counters", {"device": f"transform(toString({{c}}), [{names}], [{addresses}])"})
         assert not store.query_arrow(f"SELECT 1 FROM counters_1m WHERE device IN ({names}) LIMIT 1").num_rows
