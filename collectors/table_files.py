@@ -51,7 +51,12 @@ def completed(stream: str, table: pa.Table, role: str | None = None) -> pa.Table
             if pa.types.is_timestamp(col.arrow_type) and (
                 pa.types.is_integer(data.type) or pa.types.is_floating(data.type)
             ):
-                data = _epoch(data)
+                try:
+                    data = _epoch(data)
+                except pa.ArrowInvalid as exc:  # beyond what a nanosecond timestamp holds (after 2262)
+                    raise SchemaError(f"{stream}.{col.name}: epoch numbers out of range: {exc}") from None
+            elif col.name == "role" and role and data.null_count:
+                data = pc.fill_null(data.cast(pa.string()), role)
             elif col.unknown is not None and pa.types.is_null(data.type):
                 data = pa.chunked_array([pa.array([col.unknown] * len(data))])
             elif col.unknown is not None and data.null_count:

@@ -65,13 +65,17 @@ def test_a_counters_export_without_the_not_given_columns_is_completed_from_the_s
     assert {(r["role"], r["source"], r["raw_name"]) for r in rows} == {("nic", "import", "")}
     assert rows[0]["ts"] == T0 and rows[3]["ts"] == T0 + dt.timedelta(seconds=3)
     # a role the file gives is its own, whatever --role says
-    given = pandas_counters().append_column("role", pa.array(["host"] * 4))
-    assert set(conform("counters", completed("counters", given, role="nic")).column("role").to_pylist()) == {"host"}
+    given = pandas_counters().append_column("role", pa.array(["host", None, "host", None]))
+    roles = conform("counters", completed("counters", given, role="nic")).column("role").to_pylist()
+    assert roles == ["host", "nic", "host", "nic"]  # --role only where the file says nothing
 
 
 def test_what_the_schema_cannot_complete_is_a_clear_error() -> None:
     with pytest.raises(SchemaError, match="give --role"):
         completed("counters", pandas_counters())
+    far = pandas_counters().set_column(0, "ts", pa.array([9.9e10] * 4))  # seconds in the year 5107
+    with pytest.raises(SchemaError, match=r"counters\.ts: epoch numbers out of range"):
+        completed("counters", far, role="nic")
     no_value = pandas_counters().drop_columns(["value"])
     with pytest.raises(SchemaError, match=r"missing columns \['value'\]"):
         conform("counters", completed("counters", no_value, role="nic"))
