@@ -48,6 +48,7 @@ __all__ = [
     "kafka_messages",
     "port_aliases",
     "sonic_dump",
+    "source_device",
 ]
 
 log = logging.getLogger(__name__)
@@ -149,8 +150,14 @@ def _timestamp(value: Any) -> int:
     return ts
 
 
-def _device(name: str) -> str:
-    return _PORT_SUFFIX.sub("", name) if name else name
+def source_device(source: str) -> str:
+    """The device a gnmic `source` (the target's name, else its address) names: without the port gnmic keeps
+    (`leaf-01:57400`, `10.0.0.1:57400`, `[fd00::1]:57400`); a bare IPv6 address has no port to lose."""
+    if source.startswith("[") and "]" in source:
+        return source[1 : source.index("]")]
+    if source.count(":") > 1:
+        return source  # `fd00::1`: an IPv6 address, its last group no port
+    return _PORT_SUFFIX.sub("", source)
 
 
 def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
@@ -159,7 +166,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     if not isinstance(tags, dict) or not isinstance(ev.get("values"), dict):
         raise ValueError("event without tags/values objects")
     ts = _timestamp(ev["timestamp"])
-    dev = device or _device(str(tags.get("source", "")))
+    dev = device or source_device(str(tags.get("source", "")))
     if not dev:
         raise ValueError("event without tags.source (give --device)")
     target = str(tags.get("target", ""))
@@ -180,7 +187,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     """One message of gnmic's default JSON output: `updates: [{Path, values}]` under an optional prefix."""
     ts = _timestamp(doc["timestamp"])
-    dev = device or _device(str(doc.get("source", "")))
+    dev = device or source_device(str(doc.get("source", "")))
     if not dev:
         raise ValueError("message without a source (give --device)")
     target = str(doc.get("target", ""))

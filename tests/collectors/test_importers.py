@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from rocescope.cli import app
-from rocescope.collectors.importers import gnmic_documents, gnmic_rows, sonic_dump
+from rocescope.collectors.importers import gnmic_documents, gnmic_rows, sonic_dump, source_device
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.errors import DecodeError
 from rocescope.sim.facades.lldp import lldp_neighbors_json
@@ -55,6 +55,20 @@ def test_gnmic_event_and_json_formats_golden() -> None:
     ]
     assert rows.malformed == 0
     assert [b.key for b in rows.to_batches("switch", "import")] == ["203.0.113.12", "leaf-r0-01", "leaf1"]
+
+
+def test_a_gnmic_source_names_its_device_without_the_port() -> None:
+    cases = {
+        "leaf-01": "leaf-01",
+        "leaf-01:57400": "leaf-01",
+        "leaf-01.dc1.example.com:6030": "leaf-01.dc1.example.com",
+        "clab-fabric-leaf1:57400": "clab-fabric-leaf1",
+        "10.0.0.1:57400": "10.0.0.1",
+        "[fd00::1]:57400": "fd00::1",
+        "fd00::1": "fd00::1",  # a bare IPv6 address: its last group is no port
+        "": "",
+    }
+    assert {source: source_device(source) for source in cases} == cases
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
