@@ -165,7 +165,10 @@ def _from_xml(text: str, what: str) -> dict[str, Any]:
         raise DecodeError(f"{what}: not lldpcli XML: {exc}") from None
     if root.tag != "lldp":
         raise DecodeError(f"{what}: lldpcli XML without an <lldp> root (found <{root.tag}>)")
-    return {"lldp": [_json0(root)]}
+    try:
+        return {"lldp": [_json0(root)]}
+    except RecursionError:
+        raise DecodeError(f"{what}: lldpcli XML nested too deep") from None
 
 
 def _from_keyvalue(text: str, what: str) -> dict[str, Any]:

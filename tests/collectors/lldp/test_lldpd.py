@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from rocescope.collectors.lldp.parse import Neighbor, parse_lldpcli
 from rocescope.collectors.lldp.sources import HostLldp, LldpcliCommand
@@ -61,7 +63,8 @@ def test_keyvalue_and_xml_edge_cases() -> None:
         1,
     )
     assert parse_lldpcli("\n", "gpu-009") == ([], 0)  # keyvalue of a host without neighbors prints nothing
-    for bad in ("<lldp><interface", "<html><body>502</body></html>", "lldp-ish=1\nnothing=here"):
+    deep = "<lldp>" + "<interface>" * 5000 + "</interface>" * 5000 + "</lldp>"
+    for bad in ("<lldp><interface", "<html><body>502</body></html>", "lldp-ish=1\nnothing=here", deep):
         with pytest.raises(DecodeError, match="gpu-009"):
             parse_lldpcli(bad, "gpu-009")
 
@@ -149,3 +152,25 @@ def test_lldpcli_of_real_lldpd_daemons_in_every_format(fabric: dict[str, tuple[N
     for fmt in FORMATS:
         assert HostLldp("gpu-001", _lldpcli(*gpu, fmt)).neighbors() == (GPU_NEIGHBORS, 0), fmt
         assert HostLldp("leaf-02", _lldpcli(*leaf2, fmt)).neighbors() == (LEAF_02_NEIGHBORS, 0), fmt
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    fmt=st.sampled_from(FORMATS),
+    cut=st.integers(0, 5000),
+    garble=st.lists(st.tuples(st.integers(0, 5000), st.characters()), max_size=6),
+)
+def test_fuzz_damaged_lldpcli_output_raises_only_decode_errors(
+    fmt: str, cut: int, garble: list[tuple[int, str]]
+) -> None:
+    """Cut or garbled output of any format: neighbors or a DecodeError naming the device, nothing else."""
+    text = list((FIXTURES / f"lldpd_1.0.16_netns_gpu-001.{fmt}").read_text()[:cut])
+    for at, ch in garble:
+        if text:
+            text[at % len(text)] = ch
+    try:
+        found, bad = parse_lldpcli("".join(text), "gpu-001")
+    except DecodeError as exc:
+        assert "gpu-001" in str(exc)
+        return
+    assert bad >= 0 and all(n.device == "gpu-001" and n.port and n.peer_device for n in found)
