@@ -2,9 +2,11 @@
 Spark export leaves out the columns that mean "not given" (a counter's priority, its raw name), writes nulls
 in them, and writes times as epoch numbers. Such a file is completed from the schema, never guessed at: a
 column the schema gives no "not given" value for must be in the file, except a counters file's `role`, which
-`--role` names for the whole file."""
+`--role` names for the whole file. A cabling plan (device, port, peer_device, peer_port) is a `links` file."""
 
 from __future__ import annotations
+
+import datetime as dt
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -41,11 +43,14 @@ def _epoch(values: pa.ChunkedArray) -> pa.ChunkedArray:
     return ns.cast(pa.int64()).cast(pa.timestamp("ns", tz="UTC"))
 
 
-def completed(stream: str, table: pa.Table, role: str | None = None) -> pa.Table:
-    """`table` with the stream's "not given" columns added or their nulls filled, epoch numbers as times and,
-    for counters, `role` where the file has none; raises SchemaError naming what is still missing."""
+def completed(stream: str, table: pa.Table, role: str | None = None, at: dt.datetime | None = None) -> pa.Table:
+    """`table` with the stream's "not given" columns added or their nulls filled (an observation time: `at`,
+    else now: a cabling plan's links), epoch numbers as times and, for counters, `role` where the file has
+    none; raises SchemaError naming what is still missing."""
     spec = schema.TABLES[stream]
+    now = at or dt.datetime.now(dt.UTC)
     for col in spec.columns:
+        fill = now if col.unknown == schema.IMPORT_TIME else col.unknown
         if col.name in table.column_names:
             data = table.column(col.name)
             if pa.types.is_timestamp(col.arrow_type) and (
@@ -57,16 +62,15 @@ def completed(stream: str, table: pa.Table, role: str | None = None) -> pa.Table
                     raise SchemaError(f"{stream}.{col.name}: epoch numbers out of range: {exc}") from None
             elif col.name == "role" and role and data.null_count:
                 data = pc.fill_null(data.cast(pa.string()), role)
-            elif col.unknown is not None and pa.types.is_null(data.type):
-                data = pa.chunked_array([pa.array([col.unknown] * len(data))])
-            elif col.unknown is not None and data.null_count:
+            elif fill is not None and pa.types.is_null(data.type):
+                data = pa.chunked_array([pa.array([fill] * len(data))])
+            elif fill is not None and data.null_count:
                 if pa.types.is_dictionary(data.type):
                     data = data.cast(data.type.value_type)
-                data = pc.fill_null(data, pa.scalar(col.unknown).cast(data.type))
+                data = pc.fill_null(data, pa.scalar(fill).cast(data.type))
             table = table.set_column(table.column_names.index(col.name), col.name, data)
-        elif col.unknown is not None or (stream == "counters" and col.name == "role" and role):
-            value = role if col.unknown is None else col.unknown
-            table = table.append_column(col.name, pa.array([value] * table.num_rows))
+        elif fill is not None or (stream == "counters" and col.name == "role" and role):
+            table = table.append_column(col.name, pa.array([role if fill is None else fill] * table.num_rows))
     if stream == "counters" and "role" not in table.column_names:
         raise SchemaError("counters: the file has no `role` column: give --role switch|nic|host for its rows")
     return table

@@ -109,8 +109,12 @@ class Table:
         raise KeyError(name)
 
 
-def _ts(name: str, description: str) -> Column:
-    return Column(name, "DateTime64(9, 'UTC')", _TS, description, "CODEC(DoubleDelta, ZSTD(1))")
+#: The "not given" of an observation time: when the file is imported (`--at`, else now).
+IMPORT_TIME = "import time"
+
+
+def _ts(name: str, description: str, unknown: str | None = None) -> Column:
+    return Column(name, "DateTime64(9, 'UTC')", _TS, description, "CODEC(DoubleDelta, ZSTD(1))", unknown=unknown)
 
 
 def _lc(name: str, description: str, unknown: str | None = None) -> Column:
@@ -189,7 +193,7 @@ LINKS = Table(
         _lc("peer_device", "Neighbor device (LLDP system name)."),
         _lc("peer_port", "Neighbor port (LLDP port id)."),
         _lc("source", "lldp | config | sim.", "config"),
-        _ts("seen_at", "When the adjacency was observed."),
+        _ts("seen_at", "When the adjacency was observed.", IMPORT_TIME),
     ),
     order_by=("device", "port", "seen_at"),
     engine="ReplacingMergeTree(seen_at)",
@@ -230,7 +234,7 @@ QP_OWNERS = Table(
         _lc("comm", "Process name."),
         _str("cgroup", "cgroup path or pod."),
         _lc("job_id", "Training job id; empty if unknown.", ""),
-        _ts("seen_at", "When the ownership was observed."),
+        _ts("seen_at", "When the ownership was observed.", IMPORT_TIME),
         _str("dest_gid", "Remote GID as sysfs `gids/N` prints it; empty if unknown.", unknown=""),
         _int("udp_sport", "UInt16", "RoCEv2 UDP source port of the QP (ECMP entropy); 0 if unknown.", 0),
     ),

@@ -194,7 +194,8 @@ def import_cmd(
     bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
     kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
     at: Annotated[
-        str | None, typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl, nccl-inspector .prom): ISO.")
+        str | None,
+        typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl, nccl-inspector .prom; a links file): ISO."),
     ] = None,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
@@ -215,13 +216,14 @@ def import_cmd(
         raise typer.BadParameter("give the files to import")
     if table not in schema.STREAMS:
         raise typer.BadParameter(f"unknown table {table!r}; choose from {', '.join(schema.STREAMS)}")
+    observed = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else None
     if role is not None and role not in schema.ROLES:
         raise typer.BadParameter(f"unknown --role {role!r}; choose from {', '.join(schema.ROLES)}")
     try:
         with open_migrated_store(load_settings()) as store:
             total = 0
             for path in files:
-                data = completed(table, _read_file(path), role)
+                data = completed(table, _read_file(path), role, observed)
                 renamed = 0
                 if table == "counters":
                     data, renamed = canonical_counters(data)

@@ -102,3 +102,22 @@ def test_cli_imports_a_pandas_style_counters_parquet(tmp_path: Path) -> None:
         f'{first_ms + 2000},"nic","eth0",3,"pfc_rx_pause",5',
         f'{first_ms + 3000},"nic","mlx5_0/1",-1,"rdma_np_cnp_sent",7',
     ]
+
+
+def test_cli_imports_a_cabling_plan_as_links(tmp_path: Path) -> None:
+    """A cabling plan (a spreadsheet's four columns) is a links file: source `config`, seen at `--at`."""
+    plan = tmp_path / "cabling.csv"
+    plan.write_text("device,port,peer_device,peer_port\nleaf-01,Ethernet32,spine-01,Ethernet0\n"
+                    "spine-01,Ethernet0,leaf-01,Ethernet32\n")  # fmt: skip
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
+    at = "2026-11-28T09:00:00+00:00"
+    result = runner.invoke(app, ["--config", str(cfg), "import", "--table", "links", "--at", at, str(plan)])
+    assert result.exit_code == 0, result.output
+    sql = "SELECT device, port, peer_device, peer_port, source, toString(seen_at) FROM links ORDER BY device"
+    out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
+    assert out.exit_code == 0, out.output
+    assert out.stdout.splitlines()[1:] == [
+        '"leaf-01","Ethernet32","spine-01","Ethernet0","config","2026-11-28 09:00:00.000000000"',
+        '"spine-01","Ethernet0","leaf-01","Ethernet32","config","2026-11-28 09:00:00.000000000"',
+    ]
