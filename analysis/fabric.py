@@ -142,8 +142,10 @@ class Fabric:
                 break
             found |= names
             links = renamed(links, ("device", "peer_device"), names)
-        if unknown:
-            log.info("LLDP names no counters device carries: %d; found at their cables' ends: %s", len(unknown), found)
+        if unknown:  # unmonitored neighbors stay unknown every run: a line only when a name was found
+            level = logging.INFO if found else logging.DEBUG
+            log.log(level, "LLDP names no counters device carries: %d; found at their cables' ends: %s", len(unknown),
+                    found)  # fmt: skip
         return links, found
 
     @classmethod
