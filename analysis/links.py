@@ -36,6 +36,7 @@ import bisect
 import datetime as dt
 from collections import Counter, defaultdict
 from collections.abc import Callable, Collection, Iterable
+from weakref import WeakKeyDictionary
 
 import polars as pl
 
@@ -104,6 +105,18 @@ class _Counts:
         return worst if seen else float("inf")
 
 
+#: Each window's per-bucket port counts, read once for every cable search of that window (`_cable_counts`).
+_COUNTS: WeakKeyDictionary[Frames, tuple[_Counts, float]] = WeakKeyDictionary()
+
+
+def _cable_counts(frames: Frames) -> tuple[_Counts, float]:
+    """The window's bytes and pauses per port and bucket (10 s, at most 120 buckets), and the bucket length."""
+    if frames not in _COUNTS:
+        bucket_s = max(10.0, frames.window.seconds / 120)
+        _COUNTS[frames] = (_Counts(frames.port_buckets(bucket_s).iter_rows()), bucket_s)
+    return _COUNTS[frames]
+
+
 def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Collection[str] = ()) -> pl.DataFrame:
     """Cables between ports not in `known` (device, port pairs LLDP already named), as `links` rows (both ends).
     Nothing is asked of the store when every switch port with traffic already has an LLDP peer. Two `leaves`
@@ -113,9 +126,8 @@ def infer_links(frames: Frames, known: set[Port], switches: set[str], leaves: Co
     open_ports = [(d, p) for d, p in ports_seen.select("device", "port").iter_rows() if (d, p) not in known]
     if not any(d in switches for d, _ in open_ports):
         return pl.DataFrame(schema=LINKS_SCHEMA)
-    bucket_s = max(10.0, frames.window.seconds / 120)
+    counts, bucket_s = _cable_counts(frames)
     drift = DRIFT_S / bucket_s
-    counts = _Counts(frames.port_buckets(bucket_s).iter_rows())
     ports = sorted({p for m in counts.series.values() for p in m} - known)
     candidates: dict[Port, set[Port]] = defaultdict(set)
     for sent, got, floor in CHANNELS:
@@ -190,8 +202,7 @@ def spelled_far_ends(
     traffic is the cable's other end, where it fits clearly better than the others."""
     if not near or not devices:
         return {}
-    bucket_s = max(10.0, frames.window.seconds / 120)
-    counts = _Counts(frames.port_buckets(bucket_s).iter_rows())
+    counts, bucket_s = _cable_counts(frames)
     has = set(frames.ports().select("device", "port").iter_rows())
     out = {}
     for a, spelled in near.items():

@@ -63,14 +63,14 @@ def completed(stream: str, table: pa.Table, role: str | None = None, at: dt.date
             elif col.name == "role" and role and data.null_count:
                 data = pc.fill_null(data.cast(pa.string()), role)
             elif fill is not None and pa.types.is_null(data.type):
-                data = pa.chunked_array([pa.array([fill] * len(data))])
+                data = pa.chunked_array([pa.repeat(fill, len(data))])
             elif fill is not None and data.null_count:
                 if pa.types.is_dictionary(data.type):
                     data = data.cast(data.type.value_type)
                 data = pc.fill_null(data, pa.scalar(fill).cast(data.type))
             table = table.set_column(table.column_names.index(col.name), col.name, data)
         elif fill is not None or (stream == "counters" and col.name == "role" and role):
-            table = table.append_column(col.name, pa.array([role if fill is None else fill] * table.num_rows))
+            table = table.append_column(col.name, pa.repeat(role if fill is None else fill, table.num_rows))
     if stream == "counters" and "role" not in table.column_names:
         raise SchemaError("counters: the file has no `role` column: give --role switch|nic|host for its rows")
     return table

@@ -83,18 +83,19 @@ def _rewrite(store: Any, table: str, columns: dict[str, str]) -> None:
 
 
 @pytest.mark.parametrize(
-    ("scenario", "switch_lldp"),
-    [("incast", False), ("pfc_deadlock", True)],
-    ids=["hosts-lldp-only", "switch-lldp-by-system-name"],
+    ("scenario", "profile", "switch_lldp"),
+    [("incast", "sonic-spectrum", False), ("pfc_deadlock", "ideal", True)],
+    ids=["hosts-lldp-only-port-aliases", "switch-lldp-by-system-name"],
 )
 def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_names(
-    land: Callable[..., Landed], scenario: str, switch_lldp: bool
+    land: Callable[..., Landed], scenario: str, profile: str, switch_lldp: bool
 ) -> None:
     """gnmic targets given by address (`source` 10.0.0.N:57400: the counters name switches 10.0.0.N) while LLDP
     names them by system name: from the hosts only (each name is the switch whose port, spelled as LLDP spells
-    it, carries that host port's traffic), or from the switches too, their own LLDP imported under their system
-    names (leaves are found from their hosts, then spines from the leaves). Findings name the same devices."""
-    run = land(load_scenario(scenario).model_copy(update={"seed": SEED}))
+    it, here SONiC's alias `etpN`, carries that host port's traffic), or from the switches too, their own LLDP
+    imported under their system names (leaves are found from their hosts, then spines from the leaves).
+    Findings name the same devices."""
+    run = land(load_scenario(scenario).model_copy(update={"seed": SEED, "profile": profile}))
     with run.open() as store:
         sql = "SELECT DISTINCT toString(device) AS d FROM counters WHERE role = 'switch' ORDER BY d"
         address = {name: f"10.0.0.{i + 1}" for i, name in enumerate(store.query_arrow(sql).column("d").to_pylist())}

@@ -16,12 +16,13 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.counters_file import canonical_counters
 from rocescope.collectors.importers import gnmic_rows, port_aliases, sonic_dump
+
+from store_cli import runner, sql_rows, store_config
 
 FIX = Path(__file__).parent.parent / "fixtures"
 REAL = FIX / "realdata" / "04_gnmi_sonic"
@@ -30,7 +31,6 @@ ETHTOOL = FIX / "realdata" / "01_ethtool"
 RDMA = FIX / "realdata" / "02_rdma"
 KEYS = ("port", "metric", "priority", "value", "raw_name")
 TS = 1_764_000_000_000_000_000
-runner = CliRunner()
 
 
 def load(path: Path) -> Any:
@@ -217,14 +217,11 @@ def test_cli_lands_port_speeds_from_gnmic_and_sonic_dumps(tmp_path: Path) -> Non
     for kind, path, extra in (("gnmic", events, []), ("sonic", dump, ["--device", "sonic3"])):
         store = tmp_path / kind
         store.mkdir()
-        cfg = store / "rocescope.yaml"
-        cfg.write_text(f"store:\n  path: {store / 'data'}\n  ttl_days: 0\n")
-        result = runner.invoke(app, ["--config", str(cfg), "import", "--kind", kind, str(path), *extra])
+        cfg = store_config(store)
+        result = runner.invoke(app, ["--config", cfg, "import", "--kind", kind, str(path), *extra])
         assert result.exit_code == 0, result.output
         sql = "SELECT device, port, value, raw_name FROM counters WHERE metric = 'port_speed_bps' ORDER BY 1, 2"
-        out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
-        assert out.exit_code == 0, out.output
-        lines = out.stdout.splitlines()[1:]
+        lines = sql_rows(cfg, sql)
         if kind == "gnmic":
             assert '"leaf1","Ethernet1/1",400000000000,"ethernet/state/negotiated-port-speed"' in lines
             assert '"spine1","ethernet-1/1",100000000000,"ethernet/port-speed"' in lines
@@ -280,14 +277,12 @@ def test_counters_named_by_the_driver_are_renamed_as_the_nic_collector_names_the
 def test_cli_imports_a_parquet_of_driver_names(tmp_path: Path) -> None:
     path = tmp_path / "nic.parquet"
     pq.write_table(raw_named_nic_counters(), path)
-    cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
-    result = runner.invoke(app, ["--config", str(cfg), "import", str(path)])
+    cfg = store_config(tmp_path)
+    result = runner.invoke(app, ["--config", cfg, "import", str(path)])
     assert result.exit_code == 0, result.output
     assert "named by their vendor's counter names, renamed" in result.output
     sql = "SELECT value, raw_name FROM counters WHERE port = 'eth0' AND metric = 'tx_bytes'"
-    out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
-    assert out.exit_code == 0 and out.stdout.splitlines()[1:] == ['2662454044895,"tx_bytes_phy"']
+    assert sql_rows(cfg, sql) == ['2662454044895,"tx_bytes_phy"']
 
 
 def test_a_counters_file_with_a_null_metric_is_refused_whole_with_a_clear_error(tmp_path: Path) -> None:
@@ -299,7 +294,5 @@ def test_a_counters_file_with_a_null_metric_is_refused_whole_with_a_clear_error(
     assert renamed == raw.num_rows - 1 and out["metric"].null_count == 1
     path = tmp_path / "nic.parquet"
     pq.write_table(bad, path)
-    cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
-    result = runner.invoke(app, ["--config", str(cfg), "import", str(path)])
+    result = runner.invoke(app, ["--config", store_config(tmp_path), "import", str(path)])
     assert result.exit_code != 0 and "counters.metric: null values are not allowed" in result.output

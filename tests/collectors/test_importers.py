@@ -9,7 +9,6 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.importers import gnmic_documents, gnmic_rows, sonic_dump, source_device
@@ -22,23 +21,11 @@ from rocescope.sim.topology import FabricSpec, Topology
 from rocescope.testbed.tansu import Broker
 
 from samples import sample_table
+from store_cli import runner, sql_rows, store_config
 
 FIX = Path(__file__).parent.parent / "fixtures"
 SONIC = FIX / "realdata" / "04_gnmi_sonic"
-runner = CliRunner()
 GNMIC = (FIX / "gnmic" / "srl_event.json").read_text()
-
-
-def _cfg(tmp_path: Path) -> str:
-    cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
-    return str(cfg)
-
-
-def _sql(cfg: str, query: str) -> list[str]:
-    result = runner.invoke(app, ["--config", cfg, "sql", query, "-f", "csv"])
-    assert result.exit_code == 0, result.output
-    return result.stdout.splitlines()[1:]
 
 
 def test_gnmic_event_and_json_formats_golden() -> None:
@@ -141,7 +128,7 @@ def test_fuzz_sonic_bad_entries_are_skipped(junk: object) -> None:
 
 
 def test_table_import_unchanged(tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path)
+    cfg = store_config(tmp_path)
     good = tmp_path / "links.parquet"
     pq.write_table(sample_table("links", 5), good)
     result = runner.invoke(app, ["--config", cfg, "import", str(good), "--table", "links"])
@@ -158,34 +145,34 @@ def test_cli_imports_every_file_kind(tmp_path: Path) -> None:
 
     def run(name: str, *args: str) -> str:
         (tmp_path / name).mkdir()
-        cfg = _cfg(tmp_path / name)
+        cfg = store_config(tmp_path / name)
         result = runner.invoke(app, ["--config", cfg, "import", *args])
         assert result.exit_code == 0, (args, result.output)
         return cfg
 
     cfg = run("gnmic", "--kind", "gnmic", str(FIX / "gnmic" / "srl_event.json"))
-    assert _sql(cfg, "SELECT device, count() FROM counters GROUP BY device ORDER BY device") == [
+    assert sql_rows(cfg, "SELECT device, count() FROM counters GROUP BY device ORDER BY device") == [
         '"203.0.113.12",4', '"leaf-r0-01",2', '"leaf1",1'
     ]  # fmt: skip
     dump = SONIC / "sonic-gnmi_db_dump_full_redis.json"
     cfg = run("sonic", "--kind", "sonic", "--device", "sonic-sw", str(dump))
     made, _, _ = sonic_dump(json.loads(dump.read_text()), "sonic-sw")
-    assert _sql(cfg, "SELECT count() FROM counters") == [str(len(made))]  # every row the importer makes lands
+    assert sql_rows(cfg, "SELECT count() FROM counters") == [str(len(made))]  # every row the importer makes lands
     # SONiC's alias map lands beside the neighbours: `hundredGigE1/1` is what its LLDP calls `Ethernet0`
-    aliases = _sql(cfg, "SELECT port, peer_port FROM links WHERE source = 'alias' ORDER BY peer_port")
+    aliases = sql_rows(cfg, "SELECT port, peer_port FROM links WHERE source = 'alias' ORDER BY peer_port")
     assert '"hundredGigE1/1","Ethernet0"' in aliases and len(aliases) == 32
-    assert _sql(cfg, "SELECT device, port, peer_device, peer_port FROM links WHERE source != 'alias'") == [
+    assert sql_rows(cfg, "SELECT device, port, peer_device, peer_port FROM links WHERE source != 'alias'") == [
         '"sonic-sw","eth0","swtor-b2lab2-1103","ethernet1/1/3"'
     ]
     cfg = run("lldp", "--kind", "lldpcli", str(tmp_path / "gpu-001.json"))
-    assert _sql(cfg, "SELECT device, peer_device FROM links ORDER BY port") == [
+    assert sql_rows(cfg, "SELECT device, peer_device FROM links ORDER BY port") == [
         '"gpu-001","leaf-r0-01"', '"gpu-001","leaf-r1-01"'
     ]  # fmt: skip
     cfg = run("kubectl", "--kind", "kubectl", str(tmp_path / "pods.json"))
-    assert _sql(cfg, "SELECT count(), countIf(rank = -1) FROM endpoints") == ["2,2"]  # no inventory: host rows
+    assert sql_rows(cfg, "SELECT count(), countIf(rank = -1) FROM endpoints") == ["2,2"]  # no inventory: host rows
     pcap = FIX / "realdata" / "03_pcap" / "rdma_ib_tutorial_rdma_write_bw.pcap"
     cfg = run("pcap", "--kind", "pcap", "--device", "cap", str(pcap))
-    assert int(_sql(cfg, "SELECT count() FROM packets WHERE capture_point = 'cap'")[0]) > 0
+    assert int(sql_rows(cfg, "SELECT count() FROM packets WHERE capture_point = 'cap'")[0]) > 0
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "lldpcli", str(tmp_path / "garbage.json")])
     assert result.exit_code == 1 and "not JSON" in result.output
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "nope", "x"])
@@ -202,11 +189,11 @@ def test_gnmic_kafka_topic(tmp_path: Path, broker: Broker) -> None:
         producer.send("gnmic-telemetry", value).get(timeout=30)
     producer.flush()
     producer.close()
-    cfg = _cfg(tmp_path)
+    cfg = store_config(tmp_path)
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "gnmic", "--kafka-topic", "gnmic-telemetry",
                                  "--bootstrap", broker.bootstrap, "--kafka-idle", "3"])  # fmt: skip
     assert result.exit_code == 0, result.output
     assert "kafka gnmic-telemetry: 6 rows, 1 malformed" in result.output
-    assert _sql(cfg, "SELECT metric, priority FROM counters WHERE device = 'leaf-r0-01' ORDER BY metric") == [
+    assert sql_rows(cfg, "SELECT metric, priority FROM counters WHERE device = 'leaf-r0-01' ORDER BY metric") == [
         '"queue_dropped_packets",3', '"queue_tx_packets",3'
     ]  # fmt: skip

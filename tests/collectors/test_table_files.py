@@ -8,14 +8,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from typer.testing import CliRunner
 
 from rocescope.cli import app
 from rocescope.collectors.table_files import completed, epoch_unit
 from rocescope.errors import SchemaError
 from rocescope.pipeline.batch import conform
 
-runner = CliRunner()
+from store_cli import runner, sql_rows, store_config
 
 T0 = dt.datetime(2026, 11, 28, 9, 30, 0, 250_000, tzinfo=dt.UTC)
 EPOCH_NS = int(T0.timestamp()) * 1_000_000_000 + 250_000_000
@@ -84,19 +83,16 @@ def test_what_the_schema_cannot_complete_is_a_clear_error() -> None:
 def test_cli_imports_a_pandas_style_counters_parquet(tmp_path: Path) -> None:
     path = tmp_path / "nic.parquet"
     pq.write_table(pandas_counters(), path)
-    cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
-    refused = runner.invoke(app, ["--config", str(cfg), "import", str(path)])
+    cfg = store_config(tmp_path)
+    refused = runner.invoke(app, ["--config", cfg, "import", str(path)])
     assert refused.exit_code != 0 and "give --role" in refused.output
-    bad_role = runner.invoke(app, ["--config", str(cfg), "import", "--role", "gpu", str(path)])
+    bad_role = runner.invoke(app, ["--config", cfg, "import", "--role", "gpu", str(path)])
     assert bad_role.exit_code != 0 and "unknown --role 'gpu'" in bad_role.output
-    result = runner.invoke(app, ["--config", str(cfg), "import", "--role", "nic", str(path)])
+    result = runner.invoke(app, ["--config", cfg, "import", "--role", "nic", str(path)])
     assert result.exit_code == 0, result.output
     sql = "SELECT toUnixTimestamp64Milli(ts), role, port, priority, metric, value FROM counters ORDER BY ts"
-    out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
-    assert out.exit_code == 0, out.output
     first_ms = EPOCH_NS // 10**6
-    assert out.stdout.splitlines()[1:] == [
+    assert sql_rows(cfg, sql) == [
         f'{first_ms},"nic","eth0",3,"pfc_rx_pause",1',
         f'{first_ms + 1000},"nic","eth0",-1,"rx_bytes",2',
         f'{first_ms + 2000},"nic","eth0",3,"pfc_rx_pause",5',
@@ -109,15 +105,12 @@ def test_cli_imports_a_cabling_plan_as_links(tmp_path: Path) -> None:
     plan = tmp_path / "cabling.csv"
     plan.write_text("device,port,peer_device,peer_port\nleaf-01,Ethernet32,spine-01,Ethernet0\n"
                     "spine-01,Ethernet0,leaf-01,Ethernet32\n")  # fmt: skip
-    cfg = tmp_path / "rocescope.yaml"
-    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n")
+    cfg = store_config(tmp_path)
     at = "2026-11-28T09:00:00+00:00"
-    result = runner.invoke(app, ["--config", str(cfg), "import", "--table", "links", "--at", at, str(plan)])
+    result = runner.invoke(app, ["--config", cfg, "import", "--table", "links", "--at", at, str(plan)])
     assert result.exit_code == 0, result.output
     sql = "SELECT device, port, peer_device, peer_port, source, toString(seen_at) FROM links ORDER BY device"
-    out = runner.invoke(app, ["--config", str(cfg), "sql", sql, "-f", "csv"])
-    assert out.exit_code == 0, out.output
-    assert out.stdout.splitlines()[1:] == [
+    assert sql_rows(cfg, sql) == [
         '"leaf-01","Ethernet32","spine-01","Ethernet0","config","2026-11-28 09:00:00.000000000"',
         '"spine-01","Ethernet0","leaf-01","Ethernet32","config","2026-11-28 09:00:00.000000000"',
     ]
