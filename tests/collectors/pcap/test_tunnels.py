@@ -8,16 +8,22 @@ tests/fixtures/realdata/03_pcap with each frame put in the tunnel as RFC 1701/27
 
 from __future__ import annotations
 
+import itertools
 import shutil
 import struct
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from rocescope.collectors.pcap.collector import PcapCollector
+from rocescope.collectors.pcap.fast import decode_pcap
 from rocescope.collectors.pcap.tshark import PcapFile
+from rocescope.errors import DecodeError
 
 PCAPS = Path(__file__).parents[2] / "fixtures" / "realdata" / "03_pcap"
 PLAIN = PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap"
@@ -113,3 +119,36 @@ def test_a_tunnel_in_a_tunnel_is_opened_twice_and_no_further(tmp_path: Path) -> 
     thrice = tunneled(PLAIN, lambda f, s: erspan2(vxlan(gre_ethernet(f, s), s), s), tmp_path / "three.pcap")
     rows, collector = collect(thrice, fast=True)
     assert rows == [] and sum(collector.skipped.values()) == len(list(_records(PLAIN.read_bytes())))
+
+
+def _wrapped(wrap: Wrap) -> bytes:
+    with tempfile.TemporaryDirectory() as tmp:
+        return tunneled(PLAIN, wrap, Path(tmp) / "t.pcap").read_bytes()
+
+
+TUNNELED = [_wrapped(erspan3), _wrapped(lambda f, s: erspan2(vxlan(f, s), s))]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    base=st.sampled_from(TUNNELED),
+    cut=st.integers(0, 40_000),
+    garble=st.lists(st.tuples(st.integers(0, 40_000), st.integers(0, 255)), max_size=8),
+)
+def test_fuzz_damaged_tunneled_captures(base: bytes, cut: int, garble: list[tuple[int, int]]) -> None:
+    """A damaged tunnel header (a flag, a length, a protocol type) or a cut file: only DecodeError escapes, and
+    the rows of the records wholly before the first damaged byte are the undamaged capture's."""
+    data = bytearray(base[:cut])
+    for pos, value in garble:
+        if pos < len(data):
+            data[pos] = value
+    first_damage = min([pos for pos, value in garble if pos < len(data) and base[pos] != value] + [len(data)])
+    try:
+        decoded = decode_pcap(bytes(data))
+    except DecodeError:
+        return
+    whole = decode_pcap(base)
+    ends = itertools.accumulate((16 + len(frame) for _, frame in _records(base)), initial=24)
+    intact = sum(1 for end in list(ends)[1:] if end <= first_damage)
+    keep = int((whole.frames < intact).sum())
+    assert decoded.table("p", 1).slice(0, keep).to_pylist() == whole.table("p", 1).slice(0, keep).to_pylist()
