@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import shutil
-import struct
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,7 +14,8 @@ from rocescope.collectors.pcap.collector import PcapCollector
 from rocescope.collectors.pcap.fast import decode_pcap
 from rocescope.collectors.pcap.framing import CUT_SHORT, UnsupportedCapture
 from rocescope.collectors.pcap.tshark import PcapFile
-from rocescope.errors import DecodeError
+
+from damaged_capture import check_damaged_capture
 
 PCAPS = Path(__file__).parents[2] / "fixtures" / "realdata" / "03_pcap"
 ROCE_PCAPS = sorted(p for p in PCAPS.glob("*.pcap") if "native_infiniband" not in p.name)
@@ -50,15 +50,6 @@ def test_other_formats_fall_back_to_tshark() -> None:
     assert rows == [] and sum(collector.skipped.values()) == 43
 
 
-def _record_ends(data: bytes) -> list[int]:
-    ends, off = [], 24
-    while off + 16 <= len(data):
-        (incl,) = struct.unpack_from("<I", data, off + 8)
-        off += 16 + incl
-        ends.append(off)
-    return ends
-
-
 WRITE_BW = (PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap").read_bytes()
 CM = (PCAPS / "rdma_ib_tutorial_rdma_cm.pcap").read_bytes()
 
@@ -78,18 +69,4 @@ def test_truncated_file_keeps_the_records_before_the_cut() -> None:
 )
 def test_fuzz_damaged_pcaps(base: bytes, cut: int, garble: list[tuple[int, int]]) -> None:
     """Only DecodeError escapes; the rows of the records wholly before the first damaged byte are kept."""
-    data = bytearray(base[:cut])
-    for pos, value in garble:
-        if pos < len(data):
-            data[pos] = value
-    first_damage = min([pos for pos, value in garble if pos < len(data) and base[pos] != value] + [len(data)])
-    try:
-        decoded = decode_pcap(bytes(data))
-    except DecodeError:
-        return
-    whole = decode_pcap(base)
-    intact = sum(1 for end in _record_ends(base) if end <= first_damage)
-    keep = int((whole.frames < intact).sum())
-    got = decoded.table("p", 1)
-    assert got.num_rows >= keep
-    assert got.slice(0, keep).to_pylist() == whole.table("p", 1).slice(0, keep).to_pylist()
+    check_damaged_capture(base, cut, garble)

@@ -20,7 +20,8 @@ from rocescope.collectors.pcap.fast import decode_pcap
 from rocescope.collectors.pcap.framing import CUT_SHORT, UnsupportedCapture
 from rocescope.collectors.pcap.pcapng import pcapng_records
 from rocescope.collectors.pcap.tshark import PcapFile
-from rocescope.errors import DecodeError
+
+from damaged_capture import check_damaged_capture, record_ends
 
 PCAPS = Path(__file__).parents[2] / "fixtures" / "realdata" / "03_pcap"
 ROCE_PCAPS = sorted(p for p in PCAPS.glob("*.pcap") if "native_infiniband" not in p.name)
@@ -34,15 +35,6 @@ def _collect(path: Path, fast: bool) -> tuple[list[dict[str, object]], PcapColle
     rows = [row for b in collector.collect(source, batch_rows=7) for row in pa.Table.from_batches([b.data]).to_pylist()]
     source.close()
     return rows, collector
-
-
-def _record_ends(data: bytes) -> list[int]:
-    ends, off = [], 24
-    while off + 16 <= len(data):
-        (incl,) = struct.unpack_from("<I", data, off + 8)
-        off += 16 + incl
-        ends.append(off)
-    return ends
 
 
 editcap = pytest.mark.skipif(shutil.which("editcap") is None, reason="editcap (Wireshark) is not installed")
@@ -133,22 +125,12 @@ def test_pcapng_simple_packet_blocks_and_damage(tmp_path: Path) -> None:
 def test_fuzz_damaged_pcapng(cut: int, garble: list[tuple[int, int]]) -> None:
     """Only DecodeError escapes a damaged pcapng; the rows of the packet blocks wholly before the first
     damaged byte are kept."""
-    data = bytearray(CM_NG[:cut])
-    for pos, value in garble:
-        if pos < len(data):
-            data[pos] = value
-    first_damage = min([pos for pos, value in garble if pos < len(data) and CM_NG[pos] != value] + [len(data)])
-    try:
-        decoded = decode_pcap(bytes(data))
-    except DecodeError:
-        return
-    starts = pcapng_records(CM_NG)[0]
-    ends = [int(s) - 28 + struct.unpack_from("<I", CM_NG, int(s) - 24)[0] for s in starts]
-    intact = sum(1 for end in ends if end <= first_damage)
-    keep = int((CM_NG_DECODED.frames < intact).sum())
-    got = decoded.table("p", 1)
-    assert got.num_rows >= keep
-    assert got.slice(0, keep).to_pylist() == CM_NG_DECODED.table("p", 1).slice(0, keep).to_pylist()
+    check_damaged_capture(CM_NG, cut, garble, _block_ends)
+
+
+def _block_ends(data: bytes) -> list[int]:
+    """Where each packet block of a little-endian pcapng ends."""
+    return [int(s) - 28 + struct.unpack_from("<I", data, int(s) - 24)[0] for s in pcapng_records(data)[0]]
 
 
 CM_NG = _reencode(
@@ -158,14 +140,13 @@ CM_NG = _reencode(
             _block("<", _EPB, struct.pack("<5I", 0, sec >> 32, sec & 0xFFFFFFFF, len(frame), len(frame)) + frame)
             for sec, frame in (
                 (i * 1000, CM[off + 16 : off + 16 + struct.unpack_from("<I", CM, off + 8)[0]])
-                for i, off in enumerate([24, *_record_ends(CM)[:-1]])
+                for i, off in enumerate([24, *record_ends(CM)[:-1]])
             )
         ]
     ),
     "<",
     nanoseconds=True,
 )
-CM_NG_DECODED = decode_pcap(CM_NG)
 
 
 @tshark
@@ -176,7 +157,7 @@ def test_pcapng_of_several_named_interfaces_names_each_packet_by_its_interface(t
     from rocescope.sim.mirror import write_pcapng
 
     data = (PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap").read_bytes()
-    starts = [end + 16 for end in [24, *_record_ends(data)[:-1]]]
+    starts = [end + 16 for end in [24, *record_ends(data)[:-1]]]
     frames = [data[s : s + struct.unpack_from("<I", data, s - 8)[0]] for s in starts]
     ts = np.arange(len(frames), dtype=np.int64) * 1_000_003 + 1_700_000_000 * 10**9
     lengths = np.array([len(f) for f in frames], np.int64)

@@ -8,7 +8,6 @@ tests/fixtures/realdata/03_pcap with each frame put in the tunnel as RFC 1701/27
 
 from __future__ import annotations
 
-import itertools
 import shutil
 import struct
 import tempfile
@@ -21,9 +20,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocescope.collectors.pcap.collector import PcapCollector
-from rocescope.collectors.pcap.fast import decode_pcap
 from rocescope.collectors.pcap.tshark import PcapFile
-from rocescope.errors import DecodeError
+
+from damaged_capture import check_damaged_capture
 
 PCAPS = Path(__file__).parents[2] / "fixtures" / "realdata" / "03_pcap"
 PLAIN = PCAPS / "rdma_ib_tutorial_rdma_write_bw.pcap"
@@ -138,17 +137,4 @@ TUNNELED = [_wrapped(erspan3), _wrapped(lambda f, s: erspan2(vxlan(f, s), s))]
 def test_fuzz_damaged_tunneled_captures(base: bytes, cut: int, garble: list[tuple[int, int]]) -> None:
     """A damaged tunnel header (a flag, a length, a protocol type) or a cut file: only DecodeError escapes, and
     the rows of the records wholly before the first damaged byte are the undamaged capture's."""
-    data = bytearray(base[:cut])
-    for pos, value in garble:
-        if pos < len(data):
-            data[pos] = value
-    first_damage = min([pos for pos, value in garble if pos < len(data) and base[pos] != value] + [len(data)])
-    try:
-        decoded = decode_pcap(bytes(data))
-    except DecodeError:
-        return
-    whole = decode_pcap(base)
-    ends = itertools.accumulate((16 + len(frame) for _, frame in _records(base)), initial=24)
-    intact = sum(1 for end in list(ends)[1:] if end <= first_damage)
-    keep = int((whole.frames < intact).sum())
-    assert decoded.table("p", 1).slice(0, keep).to_pylist() == whole.table("p", 1).slice(0, keep).to_pylist()
+    check_damaged_capture(base, cut, garble)
