@@ -16,7 +16,8 @@ Each incident kind becomes engine knob calls scheduled at its window (its traffi
 
 * straggler: `slow_compute` on one rank of a training job (truth kind `unexplained_slowdown`).
 
-Every incident yields one ground-truth row (`incidents` table): kind, window, the jobs whose flows
+Every incident yields one ground-truth row (`incidents` table): kind, window, its anchor (what a finding
+must name to match it, `rocescope.sim.truth`), the jobs whose flows
 cross the incident's ports (placed jobs only: traffic no inventory knows cannot be named), devices
 (root first), ports as `device:port` (port names as the `counters` table has them), priority and a
 description; and `culprit_jobs`, the placed jobs whose traffic caused it: a fan-in's job (its `owner` when it
@@ -84,6 +85,11 @@ class GroundTruth:
     #: False when nothing a collector reads could show it (`World.mark_unobservable`): scored neither as found
     #: nor as missed
     observable: bool = True
+    #: what a finding must name to match it (`rocescope.sim.truth`): `device:port` refs, or a straggler's host
+    anchor: tuple[str, ...] = ()
+    #: near a definition's edge (`rocescope.sim.truth`): neither found nor missed, findings on it neither true nor
+    #: false
+    dont_care: bool = False
 
     def as_dict(self, run_start: dt.datetime) -> dict[str, Any]:
         return {
@@ -99,6 +105,8 @@ class GroundTruth:
             "description": self.description,
             "culprit_jobs": list(self.culprit_jobs),
             "observable": self.observable,
+            "anchor": list(self.anchor or self.ports),
+            "dont_care": self.dont_care,
         }
 
 
@@ -196,7 +204,10 @@ class Arming:
         if owner is not None:
             what += f" ({owner}'s own traffic)"
         culprits = (owner,) if owner is not None else self.placed_only([job.job_id])
-        return GroundTruth(inc.kind, start, end, jobs, tuple(devices), tuple(ports), self.lossless, what, culprits)
+        anchor = (ref(leaf_port), f"{dst.host}:{dst.netdev}")  # the receiver's port, either end of its cable
+        return GroundTruth(
+            inc.kind, start, end, jobs, tuple(devices), tuple(ports), self.lossless, what, culprits, anchor=anchor
+        )
 
     def _storm(self, inc: PfcStorm, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -210,8 +221,9 @@ class Arming:
         jobs = self.jobs_through(eng, [peer])
         culprits = self.jobs_on(port)
         return GroundTruth(
-            inc.kind, start, end, jobs, (port.device, peer.device), (ref(port), ref(peer)), prio, what, culprits
-        )
+            inc.kind, start, end, jobs, (port.device, peer.device), (ref(port), ref(peer)), prio, what, culprits,
+            anchor=(ref(port),),  # the root: the port asserting the pauses
+        )  # fmt: skip
 
     def _deadlock(self, i: int, inc: PfcDeadlock, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -232,7 +244,8 @@ class Arming:
         loop = tuple(dict.fromkeys(p.device for p in ring))
         what = "pfc_deadlock: a route loop " + " -> ".join(ref(p) for p in ring) + " closes a buffer dependency"
         refs = tuple(ref(p) for p in ring)
-        return GroundTruth(inc.kind, start, end, jobs, loop, refs, self.lossless, what)
+        links = tuple(dict.fromkeys(r for p in ring for r in (ref(p), ref(topo.peer(p)))))  # either end of a link
+        return GroundTruth(inc.kind, start, end, jobs, loop, refs, self.lossless, what, anchor=links)
 
     def _cnp_loss(self, inc: CnpLoss, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -243,7 +256,7 @@ class Arming:
         refs = (f"{nic.host}:{nic.rdma_dev}/1", ref(port))
         jobs = self.jobs_through(eng, [port])
         culprits = tuple(dict.fromkeys((*self.jobs_on(port), *jobs)))  # every job whose traffic it leaves unthrottled
-        return GroundTruth(inc.kind, start, end, jobs, (nic.host,), refs, self.lossless, what, culprits)
+        return GroundTruth(inc.kind, start, end, jobs, (nic.host,), refs, self.lossless, what, culprits, anchor=refs)
 
     def _cnp_lossy_queue(self, inc: CnpLossyQueue, eng: Engine) -> GroundTruth:
         """The CNP senders are the receivers of this scenario's congesting traffic (incast, microburst,
@@ -288,7 +301,8 @@ class Arming:
             f"by lossy traffic, {', '.join(queues)} drop the CNPs {', '.join(hosts)} send"
         )
         placed = self.jobs_through(eng, [], sorted(jobs))
-        return GroundTruth(TRUTH_KIND[inc.kind], t0, t1, placed, devices, ports, inc.priority, what)
+        # the queues that drop the CNPs, and the NICs whose CNPs they are
+        return GroundTruth(TRUTH_KIND[inc.kind], t0, t1, placed, devices, ports, inc.priority, what, anchor=ports)
 
     def _overloaded(
         self, eng: Engine, switches: set[str], priority: int, start: float, end: float
@@ -334,7 +348,8 @@ class Arming:
                 eng.link_errors(port.device, port.name, inc.error_rate, start, end)
                 what += f", {inc.error_rate:.2%} of frames failing FCS"
             jobs = self.jobs_through(eng, [port, peer])
-        return GroundTruth(inc.kind, start, end, jobs, (port.device, peer.device), (ref(port), ref(peer)), -1, what)
+        cable = (ref(port), ref(peer))
+        return GroundTruth(inc.kind, start, end, jobs, (port.device, peer.device), cable, -1, what, anchor=cable)
 
     def _imbalance(self, i: int, inc: EcmpImbalance, eng: Engine) -> GroundTruth:
         start, end = inc.start, self.end_of(inc)
@@ -348,7 +363,9 @@ class Arming:
         )
         jobs = self.jobs_through(eng, [hot], [job.job_id])
         culprits = self.placed_only([job.job_id])
-        return GroundTruth(inc.kind, start, end, jobs, (hot.device,), (ref(hot),), self.lossless, what, culprits)
+        return GroundTruth(
+            inc.kind, start, end, jobs, (hot.device,), (ref(hot),), self.lossless, what, culprits, anchor=(ref(hot),)
+        )
 
     def _misconfig(self, inc: PfcMisconfig, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -358,7 +375,9 @@ class Arming:
         prio = self.lossless if inc.priority is None else inc.priority
         what = f"pfc_misconfig: PFC off for priority {prio} on ingress {ref(port)}"
         jobs = self.jobs_through(eng, [peer])
-        return GroundTruth(inc.kind, start, end, jobs, (port.device, peer.device), (ref(port),), prio, what)
+        return GroundTruth(
+            inc.kind, start, end, jobs, (port.device, peer.device), (ref(port),), prio, what, anchor=(ref(port),)
+        )
 
     def _polarize(self, inc: Polarization, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -394,7 +413,8 @@ class Arming:
         devices = tuple(dict.fromkeys([*(p.device for p in hot), *(p.peer_device for p in hot)]))
         jobs = self.jobs_through(eng, [p for s in topo.spines for p in topo.ports_of(s.name)])
         what = f"polarization: every switch hashes with {inc.function} and the same seed; {len(hot)} hot spine links"
-        return GroundTruth(inc.kind, start, end, jobs, devices, tuple(ref(p) for p in hot), self.lossless, what)
+        refs = tuple(ref(p) for p in hot)
+        return GroundTruth(inc.kind, start, end, jobs, devices, refs, self.lossless, what, anchor=refs)
 
     def _straggler(self, inc: Straggler, eng: Engine) -> GroundTruth:
         start, end, topo = inc.start, self.end_of(inc), self.topo
@@ -414,5 +434,5 @@ class Arming:
         )
         return GroundTruth(
             TRUTH_KIND[inc.kind], start, end, (job.job_id,), (inc.host,), (f"{nic.host}:{nic.netdev}",), -1, what,
-            (), (job.job_id, rank),
+            (), (job.job_id, rank), anchor=(inc.host,),
         )  # fmt: skip

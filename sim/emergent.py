@@ -1,15 +1,20 @@
-"""ECMP imbalance nobody injected: elephants that the hashing put on one uplink of a leaf, labeled after the run.
+"""What the traffic does by itself, labelled after the run by the kinds' definitions (`rocescope.sim.truth`).
 
-A scenario's traffic (an incast across leaves, storage streams) hashes its few long flows onto a leaf's uplinks
-as ECMP does: now and then all of them land on one member while a sibling idles. That is an ECMP imbalance as
-real as an injected one (`ecmp_imbalance` in a scenario pins the elephants to one uplink), and a detector that
-reports it is right: the ground truth says so. `UplinkLedger` reads every leaf uplink group's transmitted
-bytes at each poll from the engine (`Engine.port_load`); after the run, `episodes` finds where one member
-carried far more than its share, the definition the kind has (`rocescope.analysis.detectors.ecmp_imbalance`):
-per `BUCKET_S` bucket, the hot member carries at least 1/n + `MIN_EXCESS` (1 - 1/n) of the group's bytes, runs
-at `HOT_UTILIZATION` of its speed or more, its siblings average at most `SIBLING_UTILIZATION` of theirs, and no
-member of the group is down (a flap moves flows, it is no hashing); such buckets in a row for `MIN_SECONDS`
-are one episode. `World.mark_emergent` labels those no injected incident explains.
+Nobody injects a hash collision or the congestion of a many-to-one collective, yet a detector that reports
+one is right, and one that reports a false one is wrong: the truth must say which. `Ledger` reads, at every
+poll, the engine's own state (`Engine.port_load`, `port_marks`, `flow_delivery`):
+
+* every ECMP group's members (a leaf's uplinks, a spine's parallel links to one leaf): bytes sent and whether
+  each was up; `imbalance` finds, per `IMBALANCE.bucket_s` bucket, a member at `hot_load` or more of its line
+  rate while the group runs at `group_load` or less, no member down; such buckets in a row (the same hot member)
+  for `incident_s` are an incident, shorter ones and the band around the thresholds are don't care;
+* every receiver-facing switch port (a leaf port cabled to a NIC): bytes sent, CE marks (its queue above the
+  ECN threshold) and the distinct senders whose bytes it delivered; `congestion` finds polls where it ran at
+  `INCAST.saturated` of its line rate with CE marks and `min_senders` or more, for `INCAST.min_s`: an incast;
+  CE marks anywhere else at such a port are don't care for incast and microburst (a burst the poll cannot
+  resolve).
+
+`World.mark_emergent` keeps the events no injected incident explains. Nothing here reads a detector.
 """
 
 from __future__ import annotations
@@ -21,31 +26,45 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
+from rocescope.sim.truth import IMBALANCE, INCAST
+
 if TYPE_CHECKING:
     from rocescope.sim.engine import Engine
     from rocescope.sim.topology import Port, Topology
 
-__all__ = ["BUCKET_S", "MIN_SECONDS", "Episode", "UplinkLedger"]
-
-BUCKET_S = 10.0
-MIN_SECONDS = 30.0
-MIN_EXCESS = 0.5
-HOT_UTILIZATION = 0.7
-SIBLING_UTILIZATION = 0.5
+__all__ = ["Event", "Ledger"]
 
 
 @dataclass(frozen=True)
-class Episode:
-    """One member of a leaf's uplink group carrying far more than its share, from `start_s` to `end_s`."""
+class Event:
+    """One emergent event of `kind` at `port`, from `start_s` to `end_s` (fabric seconds)."""
 
-    hot: Port
+    kind: str
+    port: Port
     start_s: float
     end_s: float
-    share: float  # of the group's bytes over the episode
+    dont_care: bool
+    what: str
 
 
-class UplinkLedger:
-    """Every leaf uplink group's (two members or more) cumulative transmitted bytes and state at each poll."""
+def _runs(mask: npt.NDArray[np.bool_], key: npt.NDArray[np.int64] | None = None) -> list[tuple[int, int]]:
+    """[first, last] index of each run of True in `mask` (a run also ends where `key` changes)."""
+    out: list[tuple[int, int]] = []
+    k = 0
+    while k < len(mask):
+        if not mask[k]:
+            k += 1
+            continue
+        j = k
+        while j + 1 < len(mask) and mask[j + 1] and (key is None or key[j + 1] == key[k]):
+            j += 1
+        out.append((k, j))
+        k = j + 1
+    return out
+
+
+class Ledger:
+    """The engine state the emergent labels need, read at each poll (`observe`)."""
 
     def __init__(self, topology: Topology) -> None:
         self.groups: list[tuple[Port, ...]] = []
@@ -53,62 +72,124 @@ class UplinkLedger:
             ups = topology.uplinks(leaf.name)
             if len(ups) > 1:
                 self.groups.append(ups)
+        for spine in topology.spines:
+            for leaf in topology.leaves:
+                parallel = topology.downlinks(spine.name, leaf.name)
+                if len(parallel) > 1:
+                    self.groups.append(parallel)
         self.ids = np.array([p.id for g in self.groups for p in g], dtype=np.int64)
+        hosts = {h.name for h in topology.hosts}
+        self.receivers: tuple[Port, ...] = tuple(
+            p for leaf in topology.leaves for p in topology.ports_of(leaf.name) if p.peer_device in hosts
+        )
+        self.rx_ids = np.array([p.id for p in self.receivers], dtype=np.int64)
+        self._slot = np.full(len(topology.ports), -1, dtype=np.int64)
+        self._slot[self.rx_ids] = np.arange(len(self.rx_ids))
         self.times: list[float] = []
         self.sent: list[npt.NDArray[np.float64]] = []
         self.up: list[npt.NDArray[np.bool_]] = []
+        self.rx_sent: list[npt.NDArray[np.float64]] = []
+        self.rx_marks: list[npt.NDArray[np.float64]] = []
+        #: per poll, per receiver port: distinct senders whose bytes it delivered since the previous poll
+        self.senders: list[npt.NDArray[np.int64]] = []
+        self._delivered: npt.NDArray[np.float64] | None = None
+        self._src: npt.NDArray[np.int64] | None = None
 
     def observe(self, engine: Engine) -> None:
-        if not len(self.ids):
-            return
-        sent, cap = engine.port_load(self.ids)
         self.times.append(engine.now)
-        self.sent.append(sent)
-        self.up.append(cap > 0)
+        if len(self.ids):
+            sent, cap = engine.port_load(self.ids)
+            self.sent.append(sent)
+            self.up.append(cap > 0)
+        if not len(self.rx_ids):
+            return
+        rx_sent, _ = engine.port_load(self.rx_ids)
+        self.rx_sent.append(rx_sent)
+        self.rx_marks.append(engine.port_marks(self.rx_ids))
+        delivered, last = engine.flow_delivery()
+        if self._src is None:
+            names: dict[str, int] = {}
+            self._src = np.array([names.setdefault(f.src.host, len(names)) for f in engine.flows], dtype=np.int64)
+        moved = delivered - (self._delivered if self._delivered is not None else 0.0)
+        self._delivered = delivered
+        slot = np.where(last >= 0, self._slot[np.maximum(last, 0)], -1)
+        live = (moved > 0) & (slot >= 0)
+        pairs = np.unique(np.stack([slot[live], self._src[live]]), axis=1) if live.any() else np.zeros((2, 0), int)
+        self.senders.append(np.bincount(pairs[0], minlength=len(self.rx_ids)).astype(np.int64))
 
-    def episodes(self) -> list[Episode]:
-        if len(self.times) < 2:
+    def imbalance(self) -> list[Event]:
+        """ECMP imbalance by `rocescope.sim.truth.IMBALANCE` (incidents and don't-care events)."""
+        rule = IMBALANCE
+        if len(self.times) < 2 or not len(self.ids):
             return []
         t = np.array(self.times)
-        edges = np.arange(0.0, t[-1] + BUCKET_S, BUCKET_S)
-        at = np.searchsorted(t, edges[edges <= t[-1]])  # the first poll at or after each bucket edge
-        at = np.unique(np.clip(at, 0, len(t) - 1))
-        sent = np.vstack(self.sent)[at]  # (edges, ports)
+        edges = np.arange(0.0, t[-1] + rule.bucket_s, rule.bucket_s)
+        at = np.unique(np.clip(np.searchsorted(t, edges[edges <= t[-1]]), 0, len(t) - 1))
+        if len(at) < 2:
+            return []
+        sent = np.vstack(self.sent)[at]
         down = np.logical_not(np.vstack(self.up))
         span = np.diff(t[at])
-        moved = np.diff(sent, axis=0)  # bytes per bucket
-        out: list[Episode] = []
+        moved = np.diff(sent, axis=0)
+        out: list[Event] = []
         col = 0
         for group in self.groups:
             n = len(group)
             cols = slice(col, col + n)
             col += n
             speed = np.array([p.speed_bps / 8 for p in group])
-            b = moved[:, cols]
-            total = b.sum(axis=1)
-            hot = b.argmax(axis=1)
-            share = np.divide(b.max(axis=1), total, out=np.zeros_like(total), where=total > 0)
-            util = b / (span[:, None] * speed[None, :])
-            hot_util = util[np.arange(len(hot)), hot]
-            siblings = (util.sum(axis=1) - hot_util) / (n - 1)
+            load = moved[:, cols] / (span[:, None] * speed[None, :])
+            hot = load.argmax(axis=1)
+            hot_load = load[np.arange(len(hot)), hot]
+            group_load = moved[:, cols].sum(axis=1) / (span * speed.sum())
             flapped = np.array([down[lo : hi + 1, cols].any() for lo, hi in itertools.pairwise(at)], dtype=bool)
-            bad = (
-                (share >= 1 / n + MIN_EXCESS * (1 - 1 / n))
-                & (hot_util >= HOT_UTILIZATION)
-                & (siblings <= SIBLING_UTILIZATION)
-                & ~flapped
-            )
-            k = 0
-            while k < len(bad):
-                if not bad[k]:
-                    k += 1
-                    continue
-                j = k
-                while j + 1 < len(bad) and bad[j + 1] and hot[j + 1] == hot[k]:
-                    j += 1
+            bad = (hot_load >= rule.hot_load) & (group_load <= rule.group_load) & ~flapped
+            near = (hot_load >= rule.dont_care_hot) & (group_load <= rule.dont_care_group) & ~flapped
+            for k, j in _runs(near, hot):
                 t0, t1 = float(t[at[k]]), float(t[at[j + 1]])
-                if t1 - t0 >= MIN_SECONDS - 1e-9:
-                    carried = b[k : j + 1, hot[k]].sum() / max(total[k : j + 1].sum(), 1.0)
-                    out.append(Episode(group[hot[k]], t0, t1, float(carried)))
-                k = j + 1
+                member = group[int(hot[k])]
+                incidents = [
+                    (a, b)
+                    for a, b in _runs(bad[k : j + 1])
+                    if t[at[k + b + 1]] - t[at[k + a]] >= rule.incident_s - 1e-9
+                ]
+                for a, b in incidents:
+                    s0, s1 = float(t[at[k + a]]), float(t[at[k + b + 1]])
+                    rows = moved[k + a : k + b + 1, cols]
+                    share = rows[:, int(hot[k])].sum() / max(rows.sum(), 1.0)
+                    what = f"{member.device}:{member.name} carried {share:.0%} of its group's bytes, saturated"
+                    out.append(Event("ecmp_imbalance", member, s0, s1, False, what + ", while the group had room"))
+                if not incidents:
+                    what = f"{member.device}:{member.name} ran hot while its group had room, near the definition's edge"
+                    out.append(Event("ecmp_imbalance", member, t0, t1, True, what))
+        return out
+
+    def congestion(self) -> list[Event]:
+        """Incasts by `rocescope.sim.truth.INCAST` at receiver-facing ports, and the don't-care congestion around
+        them (for incast and microburst)."""
+        rule = INCAST
+        if len(self.rx_sent) < 2:
+            return []
+        t = np.array(self.times)
+        span = np.diff(t)
+        speed = np.array([p.speed_bps / 8 for p in self.receivers])
+        load = np.diff(np.vstack(self.rx_sent), axis=0) / (span[:, None] * speed[None, :])
+        marked = np.diff(np.vstack(self.rx_marks), axis=0) > 0
+        senders = np.vstack(self.senders)[1:]
+        incast = marked & (load >= rule.saturated) & (senders >= rule.min_senders)
+        out: list[Event] = []
+        for i in np.flatnonzero(marked.any(axis=0)):
+            port = self.receivers[int(i)]
+            real = [(k, j) for k, j in _runs(incast[:, i]) if t[j + 1] - t[k] >= rule.min_s - 1e-9]
+            for k, j in real:
+                n = int(senders[k : j + 1, i].max())
+                what = f"incast (emergent): {n} senders overloaded {port.device}:{port.name} for {t[j + 1] - t[k]:g} s"
+                out.append(Event("incast", port, float(t[k]), float(t[j + 1]), False, what))
+            covered = np.zeros(len(span), dtype=bool)
+            for k, j in real:
+                covered[k : j + 1] = True
+            for k, j in _runs(marked[:, i] & ~covered):
+                what = f"congestion at {port.device}:{port.name} with no sustained overload (don't care)"
+                for kind in ("incast", "microburst"):
+                    out.append(Event(kind, port, float(t[k]), float(t[j + 1]), True, what))
         return out

@@ -300,6 +300,16 @@ class Engine(Stepper):
         """(cumulative bytes transmitted, capacity now: 0 while the link is down) of the ports `ids`."""
         return self._cnt.pc[ids, K.C_TX_BYTES].copy(), self._net.cap[ids].copy()
 
+    def port_marks(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
+        """Cumulative CE-marked packets at the egress ports `ids` (their queue was above the ECN threshold)."""
+        marks: npt.NDArray[np.float64] = self._cnt.pc[ids, K.C_ECN_MARKED].copy()
+        return marks
+
+    def flow_delivery(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
+        """Per flow: cumulative bytes delivered, and the egress port of its last hop now (-1: unrouted)."""
+        last = np.array([p[-1] if p else -1 for p in self._paths], dtype=np.int64)
+        return self._st.tot_delivered.copy(), last
+
     def link_up(self, device: str, port: str) -> None:
         """Bring a downed cable back; flows return to their ECMP paths."""
         a = self.port_id((device, port))

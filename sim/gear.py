@@ -332,7 +332,14 @@ class Gear:
         """A ground-truth document (`World.ground_truth()`) with its ports renamed and the profile named."""
         if self.identity:
             return truth
-        incidents = [{**inc, "ports": [self.names.ref(p) for p in inc["ports"]]} for inc in truth["incidents"]]
+        incidents = [
+            {
+                **inc,
+                "ports": [self.names.ref(p) for p in inc["ports"]],
+                "anchor": [self.names.ref(p) for p in inc["anchor"]],
+            }
+            for inc in truth["incidents"]
+        ]
         return {**truth, "profile": self.profile.name, "incidents": incidents}
 
     def packets(self, table: pa.Table) -> pa.Table:

@@ -1,7 +1,7 @@
 """Scores of what the analysis says each incident cost each job and whose traffic it blames, against the
 simulator's truth (`rocescope.sim.impact`: GPU-seconds lost per job, victims; `arming`: culprits).
 
-Over every incident the detectors found (its best finding, as `evaluate.score` picks it; finding it at all is
+Over every incident the detectors found (its best finding, as `scoring.score` picks it; finding it at all is
 recall's business):
 
 * loss: per incident and victim job (a job the truth says it slowed), the finding's `impact` GPU-seconds
@@ -30,7 +30,8 @@ from rich.table import Table
 from rocescope.analysis.findings import Finding
 
 if TYPE_CHECKING:
-    from rocescope.sim.evaluate import RunOutcome, Truth
+    from rocescope.sim.evaluate import RunOutcome
+    from rocescope.sim.scoring import Truth
 
 __all__ = ["LOSS_TOLERANCE", "ImpactScore", "impact_json", "impact_scores", "impact_table"]
 

@@ -21,7 +21,7 @@ from rocescope.errors import SimError
 from rocescope.pipeline.batch import conform
 from rocescope.sim.arming import Arming, GroundTruth
 from rocescope.sim.ecmp import Ecmp, fabric_hashing
-from rocescope.sim.emergent import UplinkLedger
+from rocescope.sim.emergent import Event, Ledger
 from rocescope.sim.engine import Engine
 from rocescope.sim.impact import Impact, incident_impacts
 from rocescope.sim.jobs import Flow, Job, JobSpec, Pod, collective_flows
@@ -53,9 +53,10 @@ class World:
     unplaced: list[Job] = field(default_factory=list)
     #: each incident's toll, measured once the run is over (`measure_impacts`)
     impacts: list[Impact] | None = None
-    #: the leaf uplinks' bytes at each poll (`observe`), and the imbalance no incident injected found in them
-    #: after the run (`mark_emergent`): truth rows with no toll measured (nothing to switch off)
-    uplinks: UplinkLedger | None = None
+    #: the engine state the emergent labels need, read at each poll (`observe`), and the imbalance and congestion
+    #: no incident injected, labelled after the run (`mark_emergent`): truth rows with no toll measured (nothing to
+    #: switch off)
+    ledger: Ledger | None = None
     emergent: list[GroundTruth] = field(default_factory=list)
 
     @property
@@ -82,38 +83,57 @@ class World:
 
     def observe(self) -> None:
         """Read what the after-run labels need (call at every poll)."""
-        if self.uplinks is not None:
-            self.uplinks.observe(self.engine)
+        if self.ledger is not None:
+            self.ledger.observe(self.engine)
 
     def mark_emergent(self) -> None:
-        """After the run, label the ECMP imbalance the hashing made of the scenario's traffic
-        (`rocescope.sim.emergent`) where no injected incident on the leaf or its spine explains it."""
-        if self.uplinks is None or self.emergent:
+        """After the run, label what the traffic did by itself (`rocescope.sim.emergent`: ECMP imbalance, incast
+        and the congestion around them that is don't care) where no injected incident explains it: an
+        imbalance on a leaf or spine with an injected imbalance, polarization, flap or deadlock; congestion at a
+        port (or its cable's other end) an injected incident names."""
+        if self.ledger is None or self.emergent:
             return
         explains = {"ecmp_imbalance", "polarization", "link_flap", "pfc_deadlock"}
         lossless = self.scenario.engine_params().lossless_priority
+
+        # the ledger reads at each poll: what an incident leaves behind (a queue draining after a storm) shows in
+        # the poll that ends after it
+        after = self.scenario.poll_interval_s
+
+        def overlaps(t: GroundTruth, ev: Event, slack: float = 0.0) -> bool:
+            return t.start_s < ev.end_s and t.end_s + slack > ev.start_s
+
+        for ev in [*self.ledger.imbalance(), *self.ledger.congestion()]:
+            where = f"{ev.port.device}:{ev.port.name}"
+            if ev.kind == "ecmp_imbalance":
+                near = {ev.port.device, ev.port.peer_device}
+                if any(t.kind in explains and overlaps(t, ev) and near & set(t.devices) for t in self.truth):
+                    continue
+            else:
+                cable = {where, f"{ev.port.peer_device}:{ev.port.peer_port}"}
+                if any(overlaps(t, ev, after) and cable & {*t.ports, *t.anchor} for t in self.truth):
+                    continue
+            jobs = self._jobs_crossing(ev)
+            what = ev.what if "emergent" in ev.what else f"{ev.kind} (emergent): {ev.what}"
+            culprits = jobs if ev.kind == "ecmp_imbalance" and not ev.dont_care else ()
+            self.emergent.append(
+                GroundTruth(
+                    ev.kind, ev.start_s, ev.end_s, jobs, (ev.port.device, ev.port.peer_device), (where,), lossless,
+                    what, culprits, anchor=(where, f"{ev.port.peer_device}:{ev.port.peer_port}"),
+                    dont_care=ev.dont_care,
+                )
+            )  # fmt: skip
+
+    def _jobs_crossing(self, ev: Event) -> tuple[str, ...]:
+        """Placed jobs with a flow crossing the event's port while it lasted."""
         placed = {j.job_id for j in self.jobs}
-        for ep in self.uplinks.episodes():
-            near = {ep.hot.device, ep.hot.peer_device}
-            if any(
-                t.kind in explains and t.start_s < ep.end_s and t.end_s > ep.start_s and near & set(t.devices)
-                for t in self.truth
-            ):
-                continue
-            jobs: dict[str, None] = {}
-            for f, flow in enumerate(self.engine.flows):
-                lo, hi = self.windows.get(flow.job_id, (0.0, self.duration_s))
-                crosses = any(p.id == ep.hot.id for p in self.engine.flow_path(f))
-                if flow.job_id in placed and lo < ep.end_s and hi > ep.start_s and crosses:
-                    jobs[flow.job_id] = None
-            where = f"{ep.hot.device}:{ep.hot.name}"
-            what = (
-                f"ecmp_imbalance (emergent): the hashing put {ep.share:.0%} of {ep.hot.device}'s uplink bytes on "
-                f"{where} while its siblings had room (no incident injected it)"
-            )
-            ids, hot = tuple(jobs), (ep.hot.device,)
-            row = GroundTruth("ecmp_imbalance", ep.start_s, ep.end_s, ids, hot, (where,), lossless, what, ids)
-            self.emergent.append(row)
+        jobs: dict[str, None] = {}
+        for f, flow in enumerate(self.engine.flows):
+            lo, hi = self.windows.get(flow.job_id, (0.0, self.duration_s))
+            crosses = any(p.id == ev.port.id for p in self.engine.flow_path(f))
+            if flow.job_id in placed and lo < ev.end_s and hi > ev.start_s and crosses:
+                jobs[flow.job_id] = None
+        return tuple(jobs)
 
     def incidents_arrow(self) -> pa.Table:
         """The `incidents` stream for this run's ground truth, conformed."""
@@ -228,7 +248,7 @@ def build_world(
     placed = [j for j in all_jobs if j.job_id not in extra.unplaced]
     unplaced = [j for j in all_jobs if j.job_id in extra.unplaced]
     world = World(scenario, duration, run_start, topo, placed, [*flows, *extra.flows], engine, unplaced=unplaced)
-    world.uplinks = UplinkLedger(topo)
+    world.ledger = Ledger(topo)
     for j in jobs:
         world.windows[j.job_id] = (0.0, duration)
     arming = Arming(scenario, duration, topo, extra)

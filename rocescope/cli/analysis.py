@@ -171,9 +171,10 @@ def eval_cmd(
 
     from rich.console import Console
 
-    from rocescope.sim.evaluate import PATHS, SCENARIOS, RunOutcome, evaluate, evaluation_json, scores_table
+    from rocescope.sim.evaluate import PATHS, SCENARIOS, RunOutcome, evaluate, evaluation_json
     from rocescope.sim.impact_eval import impact_scores, impact_table
     from rocescope.sim.profile import load_profile, profile_names
+    from rocescope.sim.scoring import scores_table
 
     kinds = kind or list(SCENARIOS)
     bad = sorted(set(kinds) - set(SCENARIOS))

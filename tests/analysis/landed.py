@@ -10,8 +10,8 @@ from pathlib import Path
 
 from rocescope.analysis.frames import Window
 from rocescope.pipeline.store import ChdbStore
-from rocescope.sim.evaluate import Truth
 from rocescope.sim.run import RunSummary
+from rocescope.sim.scoring import Truth
 
 
 @dataclass

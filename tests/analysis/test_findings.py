@@ -9,7 +9,7 @@ import json
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Window
 from rocescope.pipeline.store import Store
-from rocescope.sim.evaluate import Truth, score
+from rocescope.sim.scoring import Truth, score
 
 
 def storm(start: dt.datetime, end: dt.datetime, port: str = "leaf-1:Ethernet0") -> Finding:

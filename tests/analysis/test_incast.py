@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rocescope.analysis.run import analyze, overrides_from
-from rocescope.sim.evaluate import Truth, score
+from rocescope.sim.scoring import Truth, score
 
 from landed import Landed
 

@@ -7,8 +7,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rocescope.analysis.run import analyze, overrides_from
-from rocescope.sim.evaluate import score
 from rocescope.sim.scenario import Scenario, load_scenario
+from rocescope.sim.scoring import score
 
 from landed import Landed
 

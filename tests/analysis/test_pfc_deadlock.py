@@ -7,7 +7,7 @@ from collections.abc import Callable
 
 from rocescope.analysis.detectors.pfc_deadlock import shortest_cycle, strongly_connected
 from rocescope.analysis.run import analyze, overrides_from
-from rocescope.sim.evaluate import score
+from rocescope.sim.scoring import score
 
 from landed import Landed
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from rocescope.analysis.run import analyze, overrides_from
-from rocescope.sim.evaluate import score
+from rocescope.sim.scoring import score
 
 from landed import Landed
 

@@ -13,8 +13,8 @@ import pytest
 from rocescope.analysis.detectors.polarization import SpineEpisode, _unlikely, chance_idle, imbalance
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.pipeline.batch import conform
-from rocescope.sim.evaluate import score
 from rocescope.sim.scenario import load_scenario
+from rocescope.sim.scoring import score
 
 from landed import Landed
 

@@ -17,11 +17,11 @@ from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store
 from rocescope.sim.collectives import CollectiveTimer
-from rocescope.sim.evaluate import Truth
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import MiB
 from rocescope.sim.run import run_scenario, simulate
 from rocescope.sim.scenario import Scenario
+from rocescope.sim.scoring import Truth
 
 T0 = dt.datetime(2025, 3, 1, 12, 0, tzinfo=dt.UTC)
 #: two leaves of four 100G hosts (one rail), four spines with one uplink each

@@ -8,8 +8,9 @@ import datetime as dt
 from typing import Any
 
 from rocescope.analysis.findings import Finding
-from rocescope.sim.evaluate import RunOutcome, Truth, score
+from rocescope.sim.evaluate import RunOutcome
 from rocescope.sim.impact_eval import impact_json, impact_scores, impact_table
+from rocescope.sim.scoring import Truth, score
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
