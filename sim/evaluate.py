@@ -166,6 +166,102 @@ def evaluate_run(
     )  # fmt: skip
 
 
+@dataclass(frozen=True)
+class PlannedRun:
+    """One run of an evaluation: a scenario (a shipped name, or one the exam drew) with a seed under a profile
+    (None: the scenario's own), for `duration_s` (None: the scenario's)."""
+
+    profile: str | None
+    scenario: str | Scenario
+    seed: int
+    duration_s: float | None = None
+
+    @property
+    def name(self) -> str:
+        return self.scenario if isinstance(self.scenario, str) else self.scenario.name
+
+    @property
+    def is_baseline(self) -> bool:
+        return self.name == "baseline"
+
+
+def plan_runs(
+    kinds: Sequence[str], seeds: Sequence[int], baseline_s: float, profiles: Sequence[str | None], path: str
+) -> list[PlannedRun]:
+    """Every kind's scenarios over the seeds (`fast`: each scenario with every seed; `served`: one run per seed,
+    the seeds taking the kind's scenarios in turn), plus a clean baseline of `baseline_s`, under each profile."""
+    plan: list[PlannedRun] = []
+    for prof in profiles:
+        if path == "served":
+            plan += [
+                PlannedRun(prof, SCENARIOS[k][i % len(SCENARIOS[k])], s) for k in kinds for i, s in enumerate(seeds)
+            ]
+        else:
+            plan += [PlannedRun(prof, sc, s) for k in kinds for sc in SCENARIOS[k] for s in seeds]
+        if baseline_s > 0:
+            plan.append(PlannedRun(prof, "baseline", seeds[0] if seeds else 1, baseline_s))
+    return plan
+
+
+def _run_in_worker(run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str) -> RunOutcome:
+    """One planned run in a worker process, in a store directory of the worker's own (one process per chdb
+    directory)."""
+    import os
+
+    where = Path(root) / f"worker-{os.getpid()}"
+    return evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path)
+
+
+def run_plan(
+    plan: Sequence[PlannedRun],
+    cfg: AnalysisConfig | None = None,
+    path: str = "fast",
+    on_run: Callable[[RunOutcome], None] | None = None,
+    progress: bool = False,
+    workers: int = 1,
+    store_dir: Path | None = None,
+) -> list[RunOutcome]:
+    """Every planned run's outcome, in plan order; with `workers` > 1, that many runs at a time, each in a process
+    of its own (the simulator and the detectors are single-threaded)."""
+    outcomes: list[RunOutcome | None] = [None] * len(plan)
+    with tempfile.TemporaryDirectory(prefix="rocescope-eval-") as tmp, _bar(progress, len(plan)) as step:
+        where = store_dir or Path(tmp)
+        if workers <= 1:
+            for i, run in enumerate(plan):
+                step(f"{run.profile or 'own profile'}: {run.name} seed {run.seed}")
+                outcomes[i] = evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path)
+                if on_run is not None:
+                    on_run(outcomes[i])  # type: ignore[arg-type]
+        else:
+            import multiprocessing
+            from concurrent.futures import ProcessPoolExecutor, as_completed
+
+            context = multiprocessing.get_context("spawn")
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+                futures = {pool.submit(_run_in_worker, run, cfg, path, str(where)): i for i, run in enumerate(plan)}
+                for done in as_completed(futures):
+                    i = futures[done]
+                    step(f"{plan[i].profile or 'own profile'}: {plan[i].name} seed {plan[i].seed}")
+                    outcomes[i] = done.result()
+                    if on_run is not None:
+                        on_run(outcomes[i])  # type: ignore[arg-type]
+        step("")
+    return [o for o in outcomes if o is not None]
+
+
+def group_scores(outcomes: Sequence[RunOutcome], label: Callable[[RunOutcome], str]) -> list[ProfileScores]:
+    """Scores per group of runs (`label(outcome)`: e.g. its profile), baselines' findings apart."""
+    results: dict[str, ProfileScores] = {}
+    for o in outcomes:
+        res = results.setdefault(label(o), ProfileScores(label(o)))
+        merge(res.scores, o.scores)
+        res.runs.append(o)
+        if o.scenario == "baseline":
+            res.baseline_s += o.sim_seconds
+            res.baseline_findings += o.findings
+    return list(results.values())
+
+
 def evaluate(
     kinds: Sequence[str],
     seeds: Sequence[int],
@@ -176,34 +272,12 @@ def evaluate(
     profiles: Sequence[str | None] = (None,),
     progress: bool = False,
     path: str = "fast",
+    workers: int = 1,
 ) -> list[ProfileScores]:
-    """Every kind's scenarios over the seeds (`fast`: each scenario with every seed; `served`: one run per
-    seed, the seeds taking the kind's scenarios in turn), plus a clean baseline of `baseline_s` fabric
-    seconds, under each profile (None: each scenario's own)."""
-    plan: list[tuple[str | None, str, int, float | None]] = []
-    for prof in profiles:
-        if path == "served":
-            plan += [(prof, SCENARIOS[k][i % len(SCENARIOS[k])], s, None) for k in kinds for i, s in enumerate(seeds)]
-        else:
-            plan += [(prof, sc, s, None) for k in kinds for sc in SCENARIOS[k] for s in seeds]
-        if baseline_s > 0:
-            plan.append((prof, "baseline", seeds[0] if seeds else 1, baseline_s))
-    results: dict[str | None, ProfileScores] = {}
-    with tempfile.TemporaryDirectory(prefix="rocescope-eval-") as tmp, _bar(progress, len(plan)) as step:
-        where = store_dir or Path(tmp)
-        for prof, scenario, seed, duration in plan:
-            step(f"{prof or 'own profile'}: {scenario} seed {seed}")
-            outcome = evaluate_run(scenario, seed, where, duration, cfg, prof, path)
-            res = results.setdefault(prof, ProfileScores(outcome.profile if prof is None else str(prof)))
-            merge(res.scores, outcome.scores)
-            res.runs.append(outcome)
-            if scenario == "baseline":
-                res.baseline_s = float(duration or 0.0)
-                res.baseline_findings += outcome.findings
-            if on_run is not None:
-                on_run(outcome)
-        step("")
-    return list(results.values())
+    """`plan_runs` run and scored per profile (None: each scenario's own)."""
+    plan = plan_runs(kinds, seeds, baseline_s, profiles, path)
+    outcomes = run_plan(plan, cfg, path, on_run, progress, workers, store_dir)
+    return group_scores(outcomes, lambda o: o.profile)
 
 
 @contextmanager

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from rocescope.analysis.findings import Finding
 
-__all__ = ["KindScore", "Truth", "matches", "merge", "ratio", "score", "scores_table"]
+__all__ = ["KindScore", "Truth", "groups_table", "matches", "merge", "ratio", "score", "scores_table"]
 
 
 @dataclass(frozen=True)
@@ -289,4 +289,25 @@ def scores_table(scores: Mapping[str, KindScore], title: str = "detector evaluat
             num(d["delay_max_s"]), f"{s.cadence_s:g}", num(d["delay_p50_cadences"], ".2f"),
             num(d["dont_care_share"], ".2f"), num(d["unobservable_share"], ".2f"),
         )  # fmt: skip
+    return t
+
+
+def groups_table(groups: Mapping[str, Mapping[str, KindScore]], title: str) -> Table:
+    """Recall / precision per kind (columns) for each group of runs (rows, e.g. profiles); `-` where nothing
+    counts, red below 0.95."""
+    kinds = sorted({k for scores in groups.values() for k in scores})
+    t = Table(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    t.add_column("", no_wrap=True)
+    for kind in kinds:
+        t.add_column(kind.replace("_", " "), justify="right", no_wrap=True)
+
+    def cell(v: float | None) -> str:
+        return "-" if v is None else f"[{'green' if v >= 0.95 else 'red'}]{v:.2f}[/]"
+
+    for name, scores in sorted(groups.items()):
+        row = [name]
+        for kind in kinds:
+            s = scores.get(kind)
+            row.append("" if s is None else f"{cell(s.recall)}/{cell(s.precision)}")
+        t.add_row(*row)
     return t

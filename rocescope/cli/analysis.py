@@ -145,14 +145,28 @@ def report(
 
 def eval_cmd(
     kind: Annotated[list[str] | None, typer.Option(help="Only these incident kinds (repeatable).")] = None,
-    seeds: Annotated[int, typer.Option(help="Seeds per kind.")] = 20,
+    seeds: Annotated[int | None, typer.Option(help="Seeds per kind (default 20; the exam: 10).")] = None,
     first_seed: Annotated[int, typer.Option(help="The first seed.")] = 1,
     baseline: Annotated[str, typer.Option(help="Fabric time of the clean baseline run (0 to skip).")] = "1h",
     profile: Annotated[
         list[str] | None,
         typer.Option(help="Profiles to score on (repeatable, `rocescope sim list`); default: the scenario's."),
     ] = None,
-    full: Annotated[bool, typer.Option("--full", help="Every shipped profile.")] = False,
+    full: Annotated[
+        bool, typer.Option("--full", help="Every shipped profile; with --exam, the whole factorial (a nightly).")
+    ] = False,
+    exam: Annotated[
+        bool,
+        typer.Option(
+            "--exam",
+            help="Runs drawn from the tested commit (seeds, scenarios, profiles; fabrics of 32x4 hosts or more, "
+            "180 s or more; 5 clean baselines): no seed in the repository, none to tune on.",
+        ),
+    ] = False,
+    commit: Annotated[
+        str | None, typer.Option(help="The tested commit the exam draws from (default: git HEAD of the source).")
+    ] = None,
+    workers: Annotated[int, typer.Option(min=1, help="Runs at a time, each in a process of its own.")] = 1,
     as_json: Annotated[bool, typer.Option("--json", help="Print the evaluation as JSON (no tables).")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the evaluation as JSON here.")] = None,
     path: Annotated[
@@ -165,26 +179,27 @@ def eval_cmd(
     ] = "fast",
 ) -> None:
     """Score the detectors on simulated incidents with ground truth, per deployment profile: precision,
-    recall, localization (the right port, not merely the device), job attribution, findings per incident
-    and delay per kind, and findings on a clean baseline. A score with nothing to count shows `-`."""
+    recall, localization (matched at the anchor, not merely the device), job attribution, findings per incident
+    and delay per kind, the shares don't care and unobservable, and findings on clean baselines. A score with
+    nothing to count shows `-`."""
     import json
 
     from rich.console import Console
 
-    from rocescope.sim.evaluate import PATHS, SCENARIOS, RunOutcome, evaluate, evaluation_json
+    from rocescope.sim import evaluate as ev
+    from rocescope.sim.exam import plan_exam, seed_base
     from rocescope.sim.impact_eval import impact_scores, impact_table
     from rocescope.sim.profile import load_profile, profile_names
-    from rocescope.sim.scoring import scores_table
+    from rocescope.sim.scoring import groups_table, scores_table
 
-    kinds = kind or list(SCENARIOS)
-    bad = sorted(set(kinds) - set(SCENARIOS))
+    kinds = kind or list(ev.SCENARIOS)
+    bad = sorted(set(kinds) - set(ev.SCENARIOS))
     if bad:
-        raise fail(ConfigError(f"unknown kind(s) {bad}; known: {sorted(SCENARIOS)}"))
-    if path not in PATHS:
-        raise fail(ConfigError(f"--path must be one of {', '.join(PATHS)}, not {path!r}"))
-    profiles: list[str | None] = list(profile_names()) if full else list(profile or []) or [None]
+        raise fail(ConfigError(f"unknown kind(s) {bad}; known: {sorted(ev.SCENARIOS)}"))
+    if path not in ev.PATHS:
+        raise fail(ConfigError(f"--path must be one of {', '.join(ev.PATHS)}, not {path!r}"))
 
-    def on_run(o: RunOutcome) -> None:
+    def on_run(o: ev.RunOutcome) -> None:
         if as_json:
             return
         found = ", ".join(f"{f.kind}@{f.devices[0] if f.devices else '?'}" for f in o.findings) or "none"
@@ -196,36 +211,58 @@ def eval_cmd(
         )
 
     try:
-        for name in profiles:
-            load_profile(name)
         settings = load_settings()
-        results = evaluate(
-            kinds,
-            list(range(first_seed, first_seed + seeds)),
-            parse_duration(baseline),
-            settings.analysis,
-            on_run=on_run,
-            profiles=profiles,
-            progress=not as_json,
-            path=path,
-        )
+        if exam:
+            commit = commit or _source_commit()
+            plan = plan_exam(commit, kinds, seeds or 10, profiles=profile or None, full=full)
+            title = f"exam of commit {commit[:12]} (seed base {seed_base(commit)}), {path} path"
+            if not as_json:
+                console.print(f"{title}: {len(plan)} runs", highlight=False)
+        else:
+            profiles: list[str | None] = list(profile_names()) if full else list(profile or []) or [None]
+            for name in profiles:
+                load_profile(name)
+            n = seeds or 20
+            plan = ev.plan_runs(
+                kinds, list(range(first_seed, first_seed + n)), parse_duration(baseline), profiles, path
+            )
+            title = f"{n} seed(s) per kind, {path} path"
+        outcomes = ev.run_plan(plan, settings.analysis, path, on_run, not as_json, workers)
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
-    document = evaluation_json(results)
+    results = ev.group_scores(outcomes, lambda o: "exam" if exam else o.profile)
+    by_profile = ev.group_scores(outcomes, lambda o: o.profile)
+    document = ev.evaluation_json(results) | (
+        {"commit": commit, "by_profile": ev.evaluation_json(by_profile)} if exam else {}
+    )
     if out is not None:
         out.write_text(json.dumps(document, indent=2) + "\n")
     if as_json:
         sys.stdout.write(json.dumps(document, indent=2) + "\n")
         return
-    wide = Console(width=max(console.width, 120))  # the tables stay whole in a CI log or a pipe
+    wide = Console(width=max(console.width, 160))  # the tables stay whole in a CI log or a pipe
     for r in results:
-        wide.print(scores_table(r.scores, f"profile {r.profile}, {path} path: {seeds} seed(s) per kind"))
+        wide.print(scores_table(r.scores, f"profile {r.profile}: {title}" if not exam else title))
         impact = impact_scores(r.runs)
         if impact:
-            wide.print(impact_table(impact, f"impact and blame, profile {r.profile}, {path} path"))
+            wide.print(impact_table(impact, f"impact and blame, {r.profile}, {path} path"))
         if r.baseline_s > 0:
             wide.print(
-                f"clean baseline ({r.baseline_s:g} s of fabric time, profile {r.profile}): "
-                f"{len(r.baseline_findings)} finding(s)",
+                f"clean baselines ({r.baseline_s:g} s of fabric time, {r.profile}): {len(r.baseline_findings)} "
+                "finding(s)",
                 highlight=False,
             )
+    if exam:
+        wide.print(groups_table({r.profile: r.scores for r in by_profile}, "by profile: recall / precision per kind"))
+
+
+def _source_commit() -> str:
+    """git HEAD of the tree rocescope runs from (the exam draws its runs from it)."""
+    import subprocess
+
+    root = Path(__file__).resolve().parents[2]
+    try:
+        done = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, check=True)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        raise ConfigError(f"the exam needs the tested commit: {root} is no git checkout (give --commit)") from exc
+    return done.stdout.strip()

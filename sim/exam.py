@@ -1,0 +1,91 @@
+"""The exam: runs drawn from the tested commit, so the repository holds no exam seed anyone could tune on.
+
+`rocescope eval --exam` derives a seed base from the commit's hash (`seed_base`: every exam seed is at least
+`EXAM_FLOOR`, above any seed a test or a development run uses) and draws, stratified (`plan_exam`):
+
+* every incident kind `seeds_per_kind` times (>= 10), each run drawing one of the kind's shipped scenarios and a
+  profile, the profiles dealt so that every (kind, profile) pair runs at least once when there are as many
+  seeds as profiles;
+* `baselines` clean runs (>= 5), each drawing a profile;
+* each run on a fabric of at least `MIN_HOSTS` hosts x `MIN_RAILS` rails for at least `MIN_SECONDS` of fabric
+  time (`exam_scenario`: the scenario's fabric grown, its jobs and incidents kept where they are).
+
+With `full`, the whole factorial instead: every scenario of every kind under every profile, `seeds_per_kind`
+seeds each (a nightly's work). The plan is printed with the commit it came from, so a table can be reproduced.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from rocescope.sim.evaluate import SCENARIOS, PlannedRun
+from rocescope.sim.profile import profile_names
+from rocescope.sim.scenario import Scenario, load_scenario
+
+__all__ = ["EXAM_FLOOR", "MIN_HOSTS", "MIN_RAILS", "MIN_SECONDS", "exam_scenario", "plan_exam", "seed_base"]
+
+#: every exam seed is at least this (development and unit tests use small fixed seeds)
+EXAM_FLOOR = 1_000_000_000
+MIN_HOSTS = 32
+MIN_RAILS = 4
+MIN_SECONDS = 180.0
+MIN_SEEDS_PER_KIND = 10
+MIN_BASELINES = 5
+
+
+def seed_base(commit: str) -> int:
+    """The exam's first seed for `commit` (a git hash, or any text that names the tested tree)."""
+    if not commit.strip():
+        raise ValueError("the exam needs the tested commit (a git hash) to draw its seeds from")
+    digest = hashlib.sha256(commit.strip().encode()).digest()
+    return EXAM_FLOOR + int.from_bytes(digest[:4], "big") * 1000
+
+
+def exam_scenario(name: str) -> Scenario:
+    """A shipped scenario on a fabric of at least `MIN_HOSTS` x `MIN_RAILS`, for at least `MIN_SECONDS`: more
+    hosts and rails than its incidents need, so the jobs' and the background's traffic cross what they would
+    not cross on the small fabric."""
+    sc = load_scenario(name)
+    fabric = dataclasses.replace(
+        sc.fabric, hosts=max(sc.fabric.hosts, MIN_HOSTS), rails=max(sc.fabric.rails, MIN_RAILS)
+    )
+    return sc.model_copy(update={"fabric": fabric, "duration": max(sc.duration, MIN_SECONDS)})
+
+
+def plan_exam(
+    commit: str,
+    kinds: Sequence[str] | None = None,
+    seeds_per_kind: int = MIN_SEEDS_PER_KIND,
+    baselines: int = MIN_BASELINES,
+    profiles: Sequence[str] | None = None,
+    full: bool = False,
+) -> list[PlannedRun]:
+    """The exam's runs for `commit` (see the module docstring)."""
+    kinds = list(kinds or SCENARIOS)
+    profiles = list(profiles or profile_names())
+    base = seed_base(commit)
+    rng = np.random.default_rng(base)
+    seeds = iter(range(base, base + 1_000_000))
+    plan: list[PlannedRun] = []
+    for kind in kinds:
+        names = SCENARIOS[kind]
+        if full:
+            plan += [
+                PlannedRun(p, exam_scenario(n), next(seeds))
+                for n in names
+                for p in profiles
+                for _ in range(seeds_per_kind)
+            ]
+            continue
+        dealt = [str(p) for p in rng.permutation(profiles)]
+        while len(dealt) < seeds_per_kind:
+            dealt += [str(p) for p in rng.permutation(profiles)]
+        for k in range(seeds_per_kind):
+            plan.append(PlannedRun(dealt[k], exam_scenario(str(rng.choice(names))), next(seeds)))
+    for _ in range(baselines):
+        plan.append(PlannedRun(str(rng.choice(profiles)), exam_scenario("baseline"), next(seeds)))
+    return plan
