@@ -27,6 +27,7 @@ from rocescope.pipeline.migrations import (
     SERIES,
     SERIES_LAGS,
     SERIES_WINDOW,
+    SOURCE_SERIES,
     counter_delta_sql,
     delta_seconds_sql,
     max_rate_sql,
@@ -34,6 +35,9 @@ from rocescope.pipeline.migrations import (
 from rocescope.pipeline.store import Store, query_polars
 
 log = logging.getLogger(__name__)
+
+#: One (series, source) as one string, for a NOT IN list (`Frames.shadowed_sources`).
+_SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
 
 TS = pl.Datetime("ns", "UTC")
 
@@ -174,6 +178,10 @@ class Frames:
         self.lookback = dt.timedelta(seconds=lookback_s)
         self._cache: dict[tuple[Any, ...], pl.DataFrame] = {}
         self.queries = 0
+        #: metric -> counter samples dropped because their drop proves no reset (`counter_delta_sql`): a clock
+        #: stepped back, a stale value re-sent (each counted once, whichever detectors asked)
+        self.dropped: dict[str, int] = {}
+        self._shadowed: list[str] | None = None
 
     def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
         if key not in self._cache:
@@ -183,6 +191,35 @@ class Frames:
             log.debug("%.3f s, %d rows: %s", time.perf_counter() - t, self._cache[key].height, key)
         return self._cache[key]
 
+    def shadowed_sources(self) -> list[str]:
+        """The (series, source) keys (`_SERIES_KEY`) of counters that another source delivered more samples of in
+        the window (ties: the source named last wins): each series is rated from one source. One scan of the
+        window's counters, once; empty (and no cost to any rate query) where every series has one source."""
+        if self._shadowed is None:
+            sql = f"""
+SELECT toString(metric) AS metric, toString(device) AS device, toString(port) AS port, priority,
+    toString(source) AS source, samples
+FROM (
+    SELECT {SOURCE_SERIES}, count() AS samples, count() OVER (PARTITION BY {SERIES}) AS sources FROM counters
+    WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+    GROUP BY {SOURCE_SERIES}
+) WHERE sources > 1"""  # noqa: S608 - placeholders only
+            frame = self._query(("shadowed",), sql, self._params(()))
+            best: dict[tuple[Any, ...], tuple[int, str]] = {}
+            rows = list(frame.iter_rows()) if frame.height else []
+            for metric, device, port, priority, source, samples in rows:
+                series = (metric, device, port, priority)
+                best[series] = max(best.get(series, (-1, "")), (int(samples), str(source)))
+            shadowed = [
+                f"{metric}|{device}|{port}|{priority}|{source}"
+                for metric, device, port, priority, source, _ in rows
+                if best[(metric, device, port, priority)][1] != source
+            ]
+            self._shadowed = shadowed
+            if shadowed:
+                log.info("%d counter series landed by more than one source: each rated from one", len(shadowed))
+        return self._shadowed
+
     def _params(self, metrics: Sequence[str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         p: dict[str, Any] = {
             "lo": self.window.start - self.lookback,
@@ -190,6 +227,8 @@ class Frames:
             "end": self.window.end,
             "metrics": list(metrics),
         }
+        if self._shadowed:
+            p["shadowed"] = self._shadowed
         p.update(extra or {})
         return p
 
@@ -212,14 +251,19 @@ class Frames:
         priorities: Sequence[int] | None,
         devices: Sequence[str] | None = None,
         changed_only: bool = False,
+        keep_dropped: bool = False,
     ) -> str:
         """Per-series counter increases between consecutive samples in the window (the sample before
         the window start gives the first one); only fixed SQL and placeholders go into the text.
 
         With `changed_only`, series whose value never moved in the window are left out before the
         window function runs (an aggregation, cheap in key order): their increases are all zero, and
-        most error, drop, pause and CNP counters of a fabric sit still for hours."""
+        most error, drop, pause and CNP counters of a fabric sit still for hours. With `keep_dropped`, samples
+        whose drop proves no reset (`counter_delta_sql`) stay in, with a NULL delta, to be counted."""
         filters = self._filters(roles, priorities, devices)
+        # a counter two sources land (gNMI and SNMP, two collector shards) is rated from one of them, never from
+        # both interleaved (`shadowed_sources`)
+        one_source = f" AND concat({_SERIES_KEY}) NOT IN {{shadowed:Array(String)}}" if self.shadowed_sources() else ""
         moved = (
             f"""
                 AND ({SERIES}) IN (
@@ -235,16 +279,16 @@ class Frames:
         SELECT ts, device, role, port, priority, metric, n,
             {counter_delta_sql()} AS delta, {delta_seconds_sql()} AS dt_s
         FROM (
-            SELECT ts, device, role, port, priority, metric, value,
+            SELECT ts, device, role, port, priority, metric, value, source, raw_name,
                 {SERIES_LAGS}
             FROM counters
             WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
-                AND metric IN {{metrics:Array(String)}}{filters}{moved}
+                AND metric IN {{metrics:Array(String)}}{filters}{moved}{one_source}
             {SERIES_WINDOW}
         )
     )
     WHERE n > 1 AND dt_s > 0 AND ts >= {{start:DateTime64(9, 'UTC')}}
-        AND delta <= dt_s * {max_rate_sql()}"""  # noqa: S608 - placeholders only
+        AND {"(delta IS NULL OR delta <= dt_s * " if keep_dropped else "(delta <= dt_s * "}{max_rate_sql()})"""  # noqa: S608
 
     def rates(
         self,
@@ -258,14 +302,24 @@ class Frames:
         """Per-second rates of counter metrics, one row per sample in the window (RATES_SCHEMA);
         with `min_rate` (> 0), only rows at or above it."""
         key = ("rates", tuple(metrics), min_rate, _t(roles), _t(priorities), _t(devices))
-        floor = "" if min_rate is None else " WHERE rate >= {min_rate:Float64}"
+        floor = "" if min_rate is None else " WHERE rate >= {min_rate:Float64} OR delta IS NULL"
+        changed = min_rate is not None and min_rate > 0
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, delta / dt_s AS rate, delta, dt_s
-FROM ({self._deltas(roles, priorities, devices, changed_only=min_rate is not None and min_rate > 0)}){floor}
+FROM ({self._deltas(roles, priorities, devices, changed_only=changed, keep_dropped=True)}){floor}
 ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_rate=min_rate, roles=roles, priorities=priorities, devices=devices)
-        return _plain(self._query(key, sql, self._params(metrics, extra)), RATES_SCHEMA, "rates")
+        fresh = key not in self._cache
+        raw = self._query(key, sql, self._params(metrics, extra))
+        if "delta" not in raw.columns:
+            return _plain(raw, RATES_SCHEMA, "rates")
+        dropped = raw.filter(pl.col("delta").is_null())
+        if fresh and dropped.height:
+            for (metric,), group in dropped.group_by("metric"):
+                self.dropped[str(metric)] = self.dropped.get(str(metric), 0) + group.height
+            log.debug("%d samples of %s dropped: a drop that proves no reset", dropped.height, list(metrics))
+        return _plain(raw.filter(pl.col("delta").is_not_null()), RATES_SCHEMA, "rates")
 
     def peak_rates(self, metrics: Sequence[str], *, devices: Sequence[str]) -> pl.DataFrame:
         """Per (device, port), the highest rate of the metrics over two consecutive samples in the window

@@ -65,6 +65,8 @@ class AnalysisResult:
     failed: dict[str, str] = field(default_factory=dict)
     queries: int = 0
     written: int = 0
+    #: metric -> counter samples dropped as drops that prove no reset (`Frames.dropped`)
+    dropped_samples: dict[str, int] = field(default_factory=dict)
 
     @property
     def total_seconds(self) -> float:
@@ -135,6 +137,13 @@ def analyze(
     result.seconds["impact"] = time.perf_counter() - t
     result.findings.sort(key=lambda f: (f.start, f.kind))
     result.queries = frames.queries
+    result.dropped_samples = dict(frames.dropped)
+    if frames.dropped:
+        log.info(
+            "%d counter samples dropped in %s: their drop proves no reset (a clock stepped back, a stale value "
+            "re-sent): %s",
+            sum(frames.dropped.values()), window, dict(sorted(frames.dropped.items())),
+        )  # fmt: skip
     if write:
         result.written = write_findings(store, result.findings, window, result.run_id)
     return result

@@ -17,13 +17,17 @@ from typing import Any
 import pyarrow as pa
 
 from rocescope import schema
-from rocescope.catalog import MAX_RATE_DEFAULT, METRICS, max_rate
+from rocescope.catalog import COUNTER32_RAW_NAMES, MAX_RATE_DEFAULT, METRICS, max_rate
 from rocescope.pipeline.store import Store
 
 log = logging.getLogger(__name__)
 
-#: The window partition of one counter series, in the table's key order (read in order, no sort).
+#: One counter series, in the table's key order.
 SERIES = ", ".join(schema.COUNTER_SERIES)
+#: The window partition of one series as one source delivered it: the same counter landed by two sources (gNMI
+#: and SNMP, two collector shards) is two series, never interleaved (their reads, a few counts apart, would make
+#: every other sample a "reset").
+SOURCE_SERIES = f"{SERIES}, source"
 
 #: Values a 32-bit counter can hold; a drop from near this to near zero is a wrap, not a reset.
 _WRAP32 = 2**32
@@ -73,10 +77,10 @@ def _sink_messages(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
 
 #: A counter sample with its two predecessors in its series (over the window `SERIES_WINDOW`), the inputs
 #: of `counter_delta_sql` and `delta_seconds_sql`.
-SERIES_LAGS = """lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts,
+SERIES_LAGS = f"""lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w AS prev_ts,
         lagInFrame(value, 2) OVER w AS before_value, lagInFrame(ts, 2) OVER w AS before_ts,
-        row_number() OVER w AS n"""
-SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+        row_number() OVER w AS n, raw_name IN ({", ".join(repr(n) for n in sorted(COUNTER32_RAW_NAMES))}) AS wraps32"""
+SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SOURCE_SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
 
 
 def _stepped_over_sql() -> str:
@@ -92,20 +96,27 @@ def _stepped_over_sql() -> str:
 
 def counter_delta_sql() -> str:
     """The increase of a counter since the previous sample (`SERIES_LAGS` columns), as SQL: wraps
-    unwrapped, a reset counts from zero, a one-sample glitch stepped over.
+    unwrapped, a proven reset counts from zero, a one-sample glitch stepped over; NULL for a drop that proves
+    nothing (the caller drops the sample and counts it).
 
-    A drop is a 32-bit wrap when the previous value was in the top quarter of 2^32 and the new one
-    in the bottom quarter, a 64-bit wrap above 2^63; any other drop is a reset (device reboot,
-    counter clear) and the increase is the new value: never negative. After a sample out of line
-    with both its neighbours the increase is counted from the sample before it.
+    A drop is a 32-bit wrap only for a counter 32 bits wide (`COUNTER32_RAW_NAMES`) when the previous value
+    was in the top quarter of 2^32 and the new one in the bottom quarter; a 64-bit wrap above 2^63. Any
+    other drop is a reset (device reboot, counter clear) only when the counter restarted: the new value is
+    what the counter could have counted since the previous read (`max_rate_sql` x the interval) and at most
+    half the old one. A smaller drop (a clock stepped back, a re-sent stale value) is no reset: counted as
+    the whole counter it was a storm "held 524286% of the time". After a sample out of line with both its
+    neighbours the increase is counted from the sample before it.
     """
     w32, w64 = _WRAP32, _WRAP64
+    interval = "dateDiff('nanosecond', prev_ts, ts) / 1e9"
     return f"""multiIf(
         {_stepped_over_sql()}, value - before_value,
         value >= prev_value, value - prev_value,
-        prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4}, value + {w32} - prev_value,
+        wraps32 AND prev_value >= {w32 * 3 // 4} AND prev_value < {w32} AND value < {w32 // 4},
+            value + {w32} - prev_value,
         prev_value >= {w64 // 2}, value + {w64} - prev_value,
-        value
+        value <= {interval} * {max_rate_sql()} AND value <= prev_value / 2, value,
+        NULL
     )"""
 
 
@@ -140,14 +151,14 @@ FROM
         {counter_delta_sql()} AS increase, {delta_seconds_sql()} AS dt_s, value < prev_value AS reset_or_wrap, n
     FROM
     (
-        SELECT ts, device, role, port, priority, metric, source, value,
+        SELECT ts, device, role, port, priority, metric, source, value, raw_name,
             {SERIES_LAGS}
         FROM `{db}`.`counters`
         WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
         {SERIES_WINDOW}
     )
 )
-WHERE n > 1 AND dt_s > 0 AND rate <= {max_rate_sql()}"""
+WHERE n > 1 AND dt_s > 0 AND increase IS NOT NULL AND rate <= {max_rate_sql()}"""
 
 
 def _qp_owner_paths(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
@@ -239,6 +250,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(8, "counters sorted metric first", _resort_counters, fresh=False),
     Migration(9, "sink message ids", _sink_messages),
     Migration(10, "collectives (NCCL timings) and their 1-minute rollup", _collectives),
+    Migration(11, "port_rates per source, resets proven, 32-bit wraps only for 32-bit counters", _views, fresh=False),
 )
 
 

@@ -482,6 +482,17 @@ def counter_metrics() -> tuple[str, ...]:
 MAX_RATE_PER_UNIT: Mapping[str, float] = {"bytes": 2.5e11, "us": 2.0e6}
 MAX_RATE_DEFAULT = 2.5e9
 
+#: Raw names of counters that are 32 bits wide, so a drop from the top of 2^32 to its bottom is a wrap. SNMP
+#: objects by their MIB: IF-MIB (RFC 2863) ifInOctets, ifOutOctets, ifIn/OutUcastPkts, ifInDiscards,
+#: ifOutDiscards, ifInErrors, ifOutErrors are Counter32 (the ifHC* counters are Counter64); EtherLike-MIB
+#: (RFC 3635) dot3In/OutPauseFrames are Counter32; IEEE8021-PFC-MIB's ieee8021PfcRequests/Indications are
+#: Counter32. gNMI, ethtool and sysfs counters are 64-bit: a drop there is a reset or a glitch, never a wrap.
+COUNTER32_RAW_NAMES = frozenset(
+    {"ifInOctets", "ifOutOctets", "ifInUcastPkts", "ifOutUcastPkts", "ifInDiscards", "ifOutDiscards",
+     "ifInErrors", "ifOutErrors", "dot3InPauseFrames", "dot3OutPauseFrames", "ieee8021PfcRequests",
+     "ieee8021PfcIndications"}
+)  # fmt: skip
+
 
 def max_rate(metric: str) -> float:
     """The plausible ceiling of `metric`'s per-second rate (MAX_RATE_PER_UNIT by its unit)."""

@@ -130,10 +130,13 @@ def evaluate_run(
     cfg: AnalysisConfig | None = None,
     profile: str | Path | Profile | None = None,
     path: str = "fast",
+    impact: bool = True,
 ) -> RunOutcome:
     """One scenario (a shipped name, or a `Scenario` as the exam draws it) with one seed under one profile
     (default: the scenario's): simulate into the store (a database per run) on the `fast` or `served` path,
-    analyze, score. A detector that raises fails the run (`EvalError`)."""
+    analyze, score. A detector that raises fails the run (`EvalError`). Without `impact`, the incidents' toll
+    is not measured against counterfactual runs (each overlapping incident costs a rerun of the fabric): for
+    scoring detection alone."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, not {path!r}")
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -145,9 +148,9 @@ def evaluate_run(
     if path == "served":
         from rocescope.sim.serve import serve_scenario
 
-        summary, _stats = serve_scenario(settings, sc, duration_s, profile=prof)
+        summary, _stats = serve_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact)
     else:
-        summary = run_scenario(settings, sc, duration_s, profile=prof)
+        summary = run_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact)
     poll = sc.poll_interval_s
     truths = [Truth.from_dict(d) for d in summary.incidents]
     truths = [replace(t, unresolved=unobservable_by_cadence(t.kind, prof, poll, t.seconds) or "") for t in truths]
@@ -203,13 +206,13 @@ def plan_runs(
     return plan
 
 
-def _run_in_worker(run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str) -> RunOutcome:
+def _run_in_worker(run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str, impact: bool) -> RunOutcome:
     """One planned run in a worker process, in a store directory of the worker's own (one process per chdb
     directory)."""
     import os
 
     where = Path(root) / f"worker-{os.getpid()}"
-    return evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path)
+    return evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact)
 
 
 def run_plan(
@@ -220,16 +223,19 @@ def run_plan(
     progress: bool = False,
     workers: int = 1,
     store_dir: Path | None = None,
+    impact: bool = True,
 ) -> list[RunOutcome]:
     """Every planned run's outcome, in plan order; with `workers` > 1, that many runs at a time, each in a process
-    of its own (the simulator and the detectors are single-threaded)."""
+    of its own (the simulator and the detectors are single-threaded); `impact` as `evaluate_run`."""
     outcomes: list[RunOutcome | None] = [None] * len(plan)
     with tempfile.TemporaryDirectory(prefix="rocescope-eval-") as tmp, _bar(progress, len(plan)) as step:
         where = store_dir or Path(tmp)
         if workers <= 1:
             for i, run in enumerate(plan):
                 step(f"{run.profile or 'own profile'}: {run.name} seed {run.seed}")
-                outcomes[i] = evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path)
+                outcomes[i] = evaluate_run(
+                    run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact
+                )
                 if on_run is not None:
                     on_run(outcomes[i])  # type: ignore[arg-type]
         else:
@@ -238,7 +244,9 @@ def run_plan(
 
             context = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
-                futures = {pool.submit(_run_in_worker, run, cfg, path, str(where)): i for i, run in enumerate(plan)}
+                futures = {
+                    pool.submit(_run_in_worker, run, cfg, path, str(where), impact): i for i, run in enumerate(plan)
+                }
                 for done in as_completed(futures):
                     i = futures[done]
                     step(f"{plan[i].profile or 'own profile'}: {plan[i].name} seed {plan[i].seed}")

@@ -124,13 +124,15 @@ def serve_scenario(
     snmp_every_s: float | None = None,
     on_ready: Callable[[FabricServer], None] | None = None,
     profile: str | Path | Profile | None = None,
+    counterfactuals: bool = True,
 ) -> tuple[RunSummary, ServeStats]:
     """Run a scenario with its facades served as the deployment `profile` reports it (default: the
     scenario's `profile:`); lockstep with the collectors (`speed=None`), or paced.
 
     With `collect`, the gNMI, NIC, SNMP and LLDP collectors gather over the protocols and publish through
     the configured transport into the store, with the `endpoints` and `incidents` (ground truth) streams.
-    The lockstep run ends now (as the fast path); a paced run starts now.
+    The lockstep run ends now (as the fast path); a paced run starts now. Without `counterfactuals`, the
+    incidents' toll is measured against the jobs' clean times only (as `run_scenario`).
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     prof = load_profile(profile if profile is not None else sc.profile)
@@ -174,7 +176,7 @@ def serve_scenario(
         if cleanup is not None:
             shutil.rmtree(cleanup, ignore_errors=True)
     wall = time.perf_counter() - t0
-    return summarize(world, world.engine.now, wall, polls, rows, out_dir, gear), stats
+    return summarize(world, world.engine.now, wall, polls, rows, out_dir, gear, counterfactuals), stats
 
 
 class _no_publishing:

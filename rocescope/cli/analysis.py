@@ -167,6 +167,14 @@ def eval_cmd(
         str | None, typer.Option(help="The tested commit the exam draws from (default: git HEAD of the source).")
     ] = None,
     workers: Annotated[int, typer.Option(min=1, help="Runs at a time, each in a process of its own.")] = 1,
+    impact: Annotated[
+        bool | None,
+        typer.Option(
+            "--impact/--no-impact",
+            help="Measure each incident's toll against counterfactual runs and score impact and blame (a rerun of "
+            "the fabric per overlapping incident; default: on, off for the exam).",
+        ),
+    ] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the evaluation as JSON (no tables).")] = False,
     out: Annotated[Path | None, typer.Option(help="Also write the evaluation as JSON here.")] = None,
     path: Annotated[
@@ -227,7 +235,8 @@ def eval_cmd(
                 kinds, list(range(first_seed, first_seed + n)), parse_duration(baseline), profiles, path
             )
             title = f"{n} seed(s) per kind, {path} path"
-        outcomes = ev.run_plan(plan, settings.analysis, path, on_run, not as_json, workers)
+        measure = impact if impact is not None else not exam
+        outcomes = ev.run_plan(plan, settings.analysis, path, on_run, not as_json, workers, impact=measure)
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     results = ev.group_scores(outcomes, lambda o: "exam" if exam else o.profile)
@@ -243,9 +252,9 @@ def eval_cmd(
     wide = Console(width=max(console.width, 160))  # the tables stay whole in a CI log or a pipe
     for r in results:
         wide.print(scores_table(r.scores, f"profile {r.profile}: {title}" if not exam else title))
-        impact = impact_scores(r.runs)
-        if impact:
-            wide.print(impact_table(impact, f"impact and blame, {r.profile}, {path} path"))
+        tolls = impact_scores(r.runs) if measure else {}
+        if tolls:
+            wide.print(impact_table(tolls, f"impact and blame, {r.profile}, {path} path"))
         if r.baseline_s > 0:
             wide.print(
                 f"clean baselines ({r.baseline_s:g} s of fabric time, {r.profile}): {len(r.baseline_findings)} "

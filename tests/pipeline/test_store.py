@@ -103,7 +103,10 @@ def test_bad_token_is_refused(store: Store) -> None:
         store.insert("counters", sample_table("counters", 1), dedup_token="x'; DROP TABLE counters; --")
 
 
-def _series(now: dt.datetime, values: list[float], metric: str = "tx_bytes", seconds: list[float] | None = None):
+def _series(
+    now: dt.datetime, values: list[float], metric: str = "tx_bytes", seconds: list[float] | None = None,
+    raw_name: str = "ifHCOutOctets",
+):  # fmt: skip
     seconds = seconds if seconds is not None else [float(i) for i in range(len(values))]
     n = len(values)
     return make_batch(
@@ -117,25 +120,27 @@ def _series(now: dt.datetime, values: list[float], metric: str = "tx_bytes", sec
             "metric": [metric] * n,
             "value": values,
             "source": ["snmp"] * n,
-            "raw_name": ["ifHCOutOctets"] * n,
+            "raw_name": [raw_name] * n,
         },
     ).data
 
 
 def test_rates_handle_wrap_reset_duplicates_and_order(store: Store, now: dt.datetime) -> None:
     w32 = 2**32
-    values = [100.0, 1100.0, 600.0, w32 - 1000.0, 1000.0, 1000.0, 5000.0, 3000.0]
-    seconds = [0, 1, 2, 3, 4, 4, 6, 7]  # the 6th sample duplicates the 5th's timestamp
-    order = [7, 2, 0, 5, 1, 4, 6, 3]  # arrive out of order
-    batch = _series(now, [values[i] for i in order], seconds=[seconds[i] for i in order])
+    values = [100.0, 1100.0, 300.0, w32 - 1000.0, 1000.0, 1000.0, 5000.0, 4000.0, 4500.0]
+    seconds = [0, 1, 2, 3, 4, 4, 6, 7, 8]  # the 6th sample duplicates the 5th's timestamp
+    order = [7, 2, 0, 5, 1, 8, 4, 6, 3]  # arrive out of order
+    batch = _series(
+        now, [values[i] for i in order], seconds=[seconds[i] for i in order], raw_name="ifOutOctets"
+    )  # IF-MIB's 32-bit octet counter
     store.insert("counters", pa.Table.from_batches([batch]))
     rates = query_polars(store, "SELECT ts, rate, reset_or_wrap FROM port_rates WHERE device = 'leaf-1' ORDER BY ts")
     assert rates["rate"].min() >= 0
     got = rates["rate"].to_list()
-    # 0->1: +1000; 1->2: reset (600); 2->3: +(2^32-1600); 3->4: 32-bit wrap (+2000); dup dropped;
-    # 4->6: +4000 over 2 s; 6->7: reset (3000)
-    assert got == [1000.0, 600.0, w32 - 1000.0 - 600.0, 2000.0, 2000.0, 3000.0]
-    assert rates["reset_or_wrap"].to_list() == [0, 1, 0, 1, 0, 1]
+    # 0->1: +1000; 1->2: reset (restarted from 0: 300); 2->3: +(2^32-1300); 3->4: 32-bit wrap (+2000); dup dropped;
+    # 4->6: +4000 over 2 s; 6->7: a drop to 4000 proves no reset (no rate); 7->8: +500
+    assert got == [1000.0, 300.0, w32 - 1000.0 - 300.0, 2000.0, 2000.0, 500.0]
+    assert rates["reset_or_wrap"].to_list() == [0, 1, 0, 1, 0, 0]
 
 
 def test_gauges_get_no_rate(store: Store, now: dt.datetime) -> None:

@@ -1,0 +1,88 @@
+"""Counters that lie a little: one counter landed by two sources, a clock stepped back, a drop that is no reset,
+32-bit wraps only where the counter is 32 bits wide. Each gives the rates the device counted, never a spike."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pyarrow as pa
+
+from rocescope.analysis.frames import Frames, Window
+from rocescope.pipeline.batch import conform
+from rocescope.pipeline.store import Store
+
+W32 = 2**32
+
+
+def rows(
+    now: dt.datetime,
+    samples: list[tuple[float, float]],
+    metric: str = "pfc_rx_pause",
+    port: str = "Ethernet0",
+    source: str = "gnmi",
+    raw_name: str = "SAI_PORT_STAT_PFC_3_RX_PKTS",
+    priority: int = 3,
+) -> pa.Table:
+    """(seconds after `now`, value) samples of one series as `source` landed them."""
+    table = pa.table(
+        {
+            "ts": pa.array([now + dt.timedelta(seconds=t) for t, _ in samples], pa.timestamp("ns", tz="UTC")),
+            "device": ["leaf-1"] * len(samples),
+            "role": ["switch"] * len(samples),
+            "port": [port] * len(samples),
+            "priority": pa.array([priority] * len(samples), pa.int8()),
+            "metric": [metric] * len(samples),
+            "value": pa.array([float(v) for _, v in samples], pa.float64()),
+            "source": [source] * len(samples),
+            "raw_name": [raw_name] * len(samples),
+        }
+    )
+    return pa.Table.from_batches([conform("counters", table)])
+
+
+def rates(store: Store, now: dt.datetime, metric: str = "pfc_rx_pause") -> tuple[list[float], Frames]:
+    frames = Frames(store, Window(now, now + dt.timedelta(seconds=60)))
+    r = frames.rates([metric]).sort("ts")
+    return r["rate"].to_list(), frames
+
+
+def test_one_counter_landed_by_two_sources_a_few_counts_apart_is_rated_from_one(
+    any_store: Store, now: dt.datetime
+) -> None:
+    """An idle port's pause counter (1,000,000 pause frames since boot), read over gNMI every second and over
+    SNMP every 10 s, 5 counts apart: interleaved, every SNMP sample was a "reset" worth the whole counter."""
+    any_store.insert("counters", rows(now, [(t, 1_000_000) for t in range(0, 31)]))
+    any_store.insert("counters", rows(now, [(t + 0.3, 999_995) for t in range(0, 31, 10)], source="snmp",
+                                      raw_name="cpfcIfPriorityIndications"))  # fmt: skip
+    got, frames = rates(any_store, now)
+    assert got == [0.0] * 30 and max(got) == 0.0  # the gNMI series (more samples), never both
+    assert frames.dropped == {}
+
+
+def test_a_drop_that_proves_no_reset_is_dropped_and_counted(any_store: Store, now: dt.datetime) -> None:
+    """A clock stepped back 2.5 s: samples stamped before ones already landed, a few counts lower. A reset
+    restarts the counter from zero; this did not, so the sample gives no rate (and is counted), where it gave the
+    whole counter (1.2 million pause frames in a second on a port that paused 100 a second)."""
+    steady = [(float(t), 1_200_000 + 100 * t) for t in range(0, 11)]
+    stepped = [(t - 2.5, 1_200_000 + 100 * t) for t in range(11, 14)]  # stamped 8.5, 9.5, 10.5
+    any_store.insert("counters", rows(now, steady + stepped))
+    got, frames = rates(any_store, now)
+    assert max(got) < 1_000 and sum(frames.dropped.values()) >= 1
+
+
+def test_a_counter_that_restarted_from_zero_is_a_reset(any_store: Store, now: dt.datetime) -> None:
+    any_store.insert("counters", rows(now, [(0, 5e6), (1, 5.0001e6), (2, 40), (3, 140)]))  # the device rebooted
+    got, frames = rates(any_store, now)
+    assert got == [100.0, 40.0, 100.0] and frames.dropped == {}
+
+
+def test_only_a_32_bit_counter_wraps(any_store: Store, now: dt.datetime) -> None:
+    """A 64-bit gNMI counter that goes from 3.5e9 to 100 restarted (a reset: 100 counted); the same drop of
+    IF-MIB's 32-bit ifInDiscards is a wrap (2^32 - 3.5e9 + 100 counted)."""
+    drop = [(0, 3.5e9 - 10), (1, 3.5e9), (2, 100)]
+    any_store.insert("counters", rows(now, drop, "rx_discards", "Ethernet0", "gnmi", "in-discards", -1))
+    any_store.insert("counters", rows(now, drop, "rx_discards", "Ethernet4", "snmp", "ifInDiscards", -1))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    by_port = {p: g.sort("ts")["rate"].to_list() for (p,), g in frames.rates(["rx_discards"]).group_by("port")}
+    assert by_port["Ethernet0"] == [10.0, 100.0]
+    assert by_port["Ethernet4"] == [10.0, W32 - 3.5e9 + 100]
