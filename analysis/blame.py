@@ -92,6 +92,8 @@ def culprits(f: Finding, fabric: Fabric) -> dict[str, float]:
 def _without_culprit(f: Finding) -> str:
     if f.kind == "unexplained_slowdown":
         return "a straggler in the job" if f.evidence.get("stragglers") else "unknown: every rank slowed alike"
+    if f.kind == "pfc_storm" and f.evidence.get("root_unknown"):
+        return "root unknown: a neighbour nobody monitors or names"
     if f.kind in CAUSES:
         return f"{CAUSES[f.kind]}, in no job"
     return "the fabric"

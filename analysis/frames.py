@@ -359,6 +359,21 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_value=min_value, roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), GAUGES_SCHEMA, "gauges")
 
+    def last_gauges(self, metrics: Sequence[str], *, devices: Sequence[str]) -> pl.DataFrame:
+        """Each series' last value before the window's end (GAUGES_SCHEMA, stamped when it was reported), however
+        long before: static facts (a port's speed, its admin status) are reported once and stamped with their
+        last change (Arista: days earlier), so a window may hold none of them."""
+        key = ("last_gauges", tuple(metrics), _t(devices))
+        sql = f"""
+SELECT last_ts AS ts, device, role, port, priority, metric, value FROM (
+    SELECT max(ts) AS last_ts, toString(device) AS device, toString(any(role)) AS role, toString(port) AS port,
+        priority, toString(metric) AS metric, argMax(value, ts) AS value
+    FROM counters
+    WHERE ts < {{end:DateTime64(9, 'UTC')}} AND metric IN {{metrics:Array(String)}}{self._filters(None, None, devices)}
+    GROUP BY metric, device, port, priority
+) ORDER BY device, port, priority, metric"""  # noqa: S608 - placeholders only
+        return _plain(self._query(key, sql, self._params(metrics, _bound(devices=devices))), GAUGES_SCHEMA, "last")
+
     def gauges_below(
         self, metrics: Sequence[str], max_value: float, *, roles: Sequence[str] | None = None
     ) -> pl.DataFrame:

@@ -129,7 +129,7 @@ def analyze(
                 result.failed[det.name] = str(exc)
                 found = []
             result.seconds[det.name] = time.perf_counter() - t
-            result.findings += [_attributed(f, fabric) for f in found]
+            result.findings += [capped_on_estimates(_attributed(f, fabric)) for f in found]
             if bar is not None:
                 bar.advance(task)
     t = time.perf_counter()
@@ -159,6 +159,21 @@ def _assessed(result: AnalysisResult, frames: Frames, fabric: Fabric) -> list[Fi
         log.error("impact and blame failed on %s: %s", result.window, exc)
         result.failed["impact"] = str(exc)
         return result.findings
+
+
+#: Evidence that is an estimate: a speed inferred from traffic, pause frames read as time without a speed.
+_ESTIMATES = {"inferred", "pause_frames_no_speed"}
+
+
+def capped_on_estimates(f: Finding) -> Finding:
+    """A finding that rests on an estimate (`_ESTIMATES`) is never critical: a 400G uplink inferred at 100G
+    quadruples its utilization."""
+    ev = f.evidence
+    said = {ev.get("speed_source"), *(ev.get("speed_sources") or {}).values(), *(ev.get("pause_evidence") or ())}
+    estimates = sorted(str(x) for x in said & _ESTIMATES)
+    if f.severity != "critical" or not estimates:
+        return f
+    return f.with_(severity="warning", evidence={**ev, "severity_capped": f"rests on an estimate: {estimates}"})
 
 
 def _attributed(f: Finding, fabric: Fabric) -> Finding:

@@ -70,9 +70,19 @@ class PortSpeeds:
         self._done: set[str] = set()
 
     def _reported(self, devices: list[str], metric: str = "port_speed_bps") -> dict[tuple[str, str], float]:
+        """The speed each port reported in the window, else the last it reported before (a static fact is sent
+        once and stamped with its last change: a 400G uplink reported days ago is still 400G)."""
         g = self.frames.gauges([metric], devices=devices, min_value=1.0)
         rows = g.group_by("device", "port").agg(pl.col("value").max()).iter_rows()
-        return {(d, self.fabric.iface(d, p)): float(v) for d, p, v in rows}
+        out = {(d, self.fabric.iface(d, p)): float(v) for d, p, v in rows}
+        # only devices the window gives no speed for: a device reporting every poll costs nothing more
+        reporting = {d for d, _ in out}
+        silent = [d for d in devices if d not in reporting]
+        if silent:
+            last = self.frames.last_gauges([metric], devices=silent).filter(pl.col("value") >= 1.0)
+            for d, p, v in last.select("device", "port", "value").iter_rows():
+                out.setdefault((d, self.fabric.iface(d, p)), float(v))
+        return out
 
     def _load(self, devices: Iterable[str]) -> None:
         todo = sorted(set(devices) - self._done)

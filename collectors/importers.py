@@ -43,6 +43,7 @@ from rocescope.collectors.lldp.parse import peer_port as _peer_port
 from rocescope.errors import DecodeError
 
 __all__ = [
+    "add_value",
     "gnmic_documents",
     "gnmic_rows",
     "kafka_messages",
@@ -63,7 +64,7 @@ _NOT_KEYS = frozenset({"source", "subscription-name", "target"})
 Elems = list[tuple[str, Mapping[str, str]]]
 
 
-def _add(rows: CounterRows, ts: int, device: str, elems: Elems, value: object, target: str) -> None:
+def add_value(rows: CounterRows, ts: int, device: str, elems: Elems, value: object, target: str) -> None:
     """One value at a gNMI path, named through the gNMI collector's catalog mapping and read as it reads it
     (a word that is no value, or an unknown speed, is counted as non-numeric)."""
     r = resolve_elems(elems, target)
@@ -181,7 +182,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
                     found[str(tag)[len(short) + 1 :]] = str(tv)
             elems.append((name, found))
         for extra, leaf in _leaves(value):
-            _add(rows, ts, dev, elems + extra, leaf, target)
+            add_value(rows, ts, dev, elems + extra, leaf, target)
 
 
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:
@@ -196,7 +197,7 @@ def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None
         keyed = _path(upd.get("Path", ""))
         for _, value in (upd.get("values") or {}).items():
             for extra, leaf in _leaves(value):
-                _add(rows, ts, dev, prefix + keyed + extra, leaf, target)
+                add_value(rows, ts, dev, prefix + keyed + extra, leaf, target)
 
 
 def gnmic_rows(docs: Iterator[object | None], device: str = "", rows: CounterRows | None = None) -> CounterRows:
@@ -340,7 +341,7 @@ def _counters(
     for name, value in fields.items():
         elems: Elems = [(table, {}), (obj, {}), (str(name), {})]
         if name not in polled:
-            _add(rows, ts, device, elems, value, "COUNTERS_DB")
+            add_value(rows, ts, device, elems, value, "COUNTERS_DB")
             continue
         x = reading(None, value)
         if x is None:
@@ -404,7 +405,7 @@ def sonic_dump(doc: object, device: str, at: dt.datetime | None = None) -> tuple
         for name, value in fields.items():
             if table == "PORT" and name == "speed" and "speed" in ports.get(("PORT_TABLE", port), {}):
                 continue  # the configured speed only where no applied (APPL_DB) or operational (STATE_DB) one is
-            _add(rows, ts, device, [(table, {}), (port, {}), (str(name), {})], value, "APPL_DB")
+            add_value(rows, ts, device, [(table, {}), (port, {}), (str(name), {})], value, "APPL_DB")
     rows.malformed += bad
     return rows, links, bad
 

@@ -47,6 +47,9 @@ PAUSE_FRAMES = "pfc_rx_pause"
 WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
 WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
 KEYS = ["device", "port", "priority"]
+#: The fastest Ethernet port the catalog knows (bits/s): without a port's speed, its pause frames are read as
+#: time at this speed, where each frame buys the least time, so the share they give is a lower bound.
+FASTEST_BPS = 800e9
 
 
 def _seconds(value: pl.Expr) -> pl.Expr:
@@ -101,6 +104,8 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
 
     unknown = pl.lit(None, pl.Float64)
     duration = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6)
+    # a share of time, at most all of it (two clocks stamp the counter and its read: 1.02 s paused in a second)
+    duration = duration.with_columns(pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate"))
     pause_frames = frames.rates([PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
     pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(frames.reporting(PAUSED_US))))
     watchdog = frames.rates([WD_DETECTED, *WD_DROPS], min_rate=1e-9, roles=["switch"])
@@ -125,18 +130,29 @@ def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:
     speeds = ctx.speeds.frame(devices).select("device", pl.col("port").alias("iface"), "speed_Bps")
     rows = rows.join(speeds, on=["device", "iface"], how="left")
     # pause frames as a share of time: each frame buys 65535 quanta (512 bit times) and is refreshed after a
-    # fraction of that (IEEE 802.1Qbb; switches refresh at about half), so frames/s x refresh = paused share
-    refresh_s = p.pause_refresh_fraction * 65535 * 512 / (pl.col("speed_Bps") * 8)
+    # fraction of that (IEEE 802.1Qbb; switches refresh at about half), so frames/s x refresh = paused share;
+    # without a speed, at the fastest speed (a lower bound: a frame buys the least time there), marked so
+    speed_bps = pl.coalesce(pl.col("speed_Bps") * 8, pl.lit(FASTEST_BPS))
+    refresh_s = p.pause_refresh_fraction * 65535 * 512 / speed_bps
     frames = pl.col("evidence") == "pause_frames"
+    no_speed = frames & pl.col("speed_Bps").is_null()
     rows = rows.with_columns(
-        pl.when(frames).then(pl.col("paused_fraction") * refresh_s).otherwise(pl.col("paused_fraction"))
+        pl.when(frames)
+        .then(pl.min_horizontal(pl.col("paused_fraction") * refresh_s, pl.lit(1.0)))
+        .otherwise(pl.col("paused_fraction")),
+        pl.when(no_speed).then(pl.lit("pause_frames_no_speed")).otherwise(pl.col("evidence")).alias("evidence"),
     ).filter(~frames | (pl.col("paused_fraction") >= p.min_frames_paused_fraction))
+    # with no speed the transmit rate cannot be judged: the pause evidence alone (duration, or frames enough to
+    # hold even the fastest port) stands; so it does for a port that reports no transmit counter at all, but a
+    # port that does and missed a read is no stall for the missing read
+    counted = tx.select("device", "iface").unique().with_columns(pl.lit(True).alias("_counted"))
+    rows = rows.join(counted, on=["device", "iface"], how="left")
     still = (
-        pl.col("tx_Bps").is_null()
+        (pl.col("tx_Bps").is_null() & pl.col("_counted").is_null())
         | (pl.col("tx_Bps") <= p.stall_fraction * pl.col("speed_Bps"))
-        | (pl.col("speed_Bps").is_null() & (pl.col("evidence") == "pause_duration"))
+        | (pl.col("speed_Bps").is_null() & (pl.col("evidence") != "watchdog"))
     )
-    return rows.filter(still | (pl.col("evidence") == "watchdog"))
+    return rows.filter(still | (pl.col("evidence") == "watchdog")).drop("_counted")
 
 
 def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
@@ -257,64 +273,121 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
         for e in edges
         if not any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in edges)
         and not _busy_elsewhere(ctx, p, e)
-        # a switch held paused by an unknown neighbour may be a loop or a spread nobody can follow: no root
-        and not (e.asserter[0] == "?" and e.paused[0] in ctx.fabric.switches)
+        and e.asserter[0] != "?"
     ]
-    findings = []
-    for storm in _storms(roots, p.merge_gap_s):
-        tree = _tree(storm, edges)
-        start, end = ctx.clip(min(e.start for e in storm), max(e.end for e in storm))
-        seconds = (end - start).total_seconds()
-        root = storm[0].asserter[0]
-        root_refs = list(dict.fromkeys(_ref(e.asserter) for e in storm))
-        paused_refs = list(dict.fromkeys(_ref(e.paused) for e in storm))
-        spread = sorted({t.paused[0] for t in tree} - {root} - {e.paused[0] for e in storm})
-        fractions = [e.paused_fraction for e in storm if e.paused_fraction is not None]
-        frac = sum(fractions) / len(fractions) if fractions else None
-        jobs = ctx.fabric.jobs_at_refs([*root_refs, *paused_refs], start, end)
-        hurt = ctx.fabric.jobs_at_refs([_ref(t.paused) for t in tree], start, end)
-        watchdog = _watchdog(ctx, tree, start, end)
-        held = f"{frac:.0%} of the time " if frac is not None else ""
-        findings.append(
-            Finding(
-                kind="pfc_storm",
-                severity="critical" if seconds >= p.critical_seconds or spread else "warning",
-                start=start,
-                end=end,
-                devices=tuple(dict.fromkeys([root, *(e.paused[0] for e in storm), *spread])),
-                ports=tuple(dict.fromkeys([*root_refs, *paused_refs])),
-                priority=storm[0].priority,
-                score=seconds * (frac or 1.0) * len(tree),
-                summary=(
-                    f"PFC storm: {', '.join(root_refs)} held {', '.join(paused_refs)} paused on priority "
-                    f"{storm[0].priority} {held}for {seconds:.0f} s"
-                    + (f"; the pause spread to {len(spread)} more device(s)" if spread else "")
-                    + ("; mitigated by the PFC watchdog" if watchdog else "")
-                ),
-                evidence={
-                    "root": root_refs[0],
-                    "root_device": root,
-                    "root_ports": root_refs,
-                    "paused_fraction": frac,
-                    "pause_evidence": sorted({e.evidence for e in storm}),
-                    "tree": [
-                        {
-                            "asserter": _ref(t.asserter),
-                            "paused": _ref(t.paused),
-                            "start": t.start,
-                            "end": t.end,
-                            "paused_fraction": t.paused_fraction,
-                        }
-                        for t in tree
-                    ],
-                    "watchdog": watchdog,
-                    "speed_sources": ctx.speeds.sources([e.paused for e in storm]),
-                    "jobs_paused_by_spread": sorted(set(hurt) - set(jobs)),
-                },
-                job_ids=tuple(jobs),
-            )
-        )
+    # a port held paused by a neighbour nobody monitors or names (a storage array, a leaf without telemetry):
+    # a storm whose root is unknown, unless a known storm on the priority overlaps it (then it is its spread)
+    unknown = [
+        e for e in edges if e.asserter[0] == "?" and not any(r.priority == e.priority and r.overlaps(e) for r in roots)
+    ]
+    findings = [_finding(ctx, p, storm, edges) for storm in _storms(roots, p.merge_gap_s)]
+    findings += [_root_unknown(ctx, p, storm) for storm in _by_paused_port(unknown, p.merge_gap_s)]
     return findings
+
+
+def _by_paused_port(edges: list[Edge], merge_gap_s: float) -> list[list[Edge]]:
+    """Episodes of one paused port and priority closer than `merge_gap_s`: one storm each."""
+    groups: list[list[Edge]] = []
+    for e in sorted(edges, key=lambda e: (e.paused, e.priority, e.start)):
+        last = groups[-1] if groups else None
+        if (
+            last is not None
+            and last[0].paused == e.paused
+            and last[0].priority == e.priority
+            and any(e.overlaps(o, merge_gap_s) for o in last)
+        ):
+            last.append(e)
+        else:
+            groups.append([e])
+    return groups
+
+
+def _root_unknown(ctx: Context, p: StormParams, storm: list[Edge]) -> Finding:
+    start, end = ctx.clip(min(e.start for e in storm), max(e.end for e in storm))
+    seconds = (end - start).total_seconds()
+    paused = _ref(storm[0].paused)
+    fractions = [e.paused_fraction for e in storm if e.paused_fraction is not None]
+    frac = sum(fractions) / len(fractions) if fractions else None
+    held = f"{frac:.0%} of the time " if frac is not None else ""
+    return Finding(
+        kind="pfc_storm",
+        severity="critical" if seconds >= p.critical_seconds else "warning",
+        start=start,
+        end=end,
+        devices=(storm[0].paused[0],),
+        ports=(paused,),
+        priority=storm[0].priority,
+        score=seconds * (frac or 1.0),
+        summary=(
+            f"PFC storm: {paused} held paused on priority {storm[0].priority} {held}for {seconds:.0f} s by a "
+            "neighbour nobody monitors or names (root unknown)"
+        ),
+        evidence={
+            "root": None,
+            "root_unknown": True,
+            "root_ports": [],
+            "paused_fraction": frac,
+            "pause_evidence": sorted({e.evidence for e in storm}),
+            "tree": [],
+            "watchdog": _watchdog(ctx, storm, start, end),
+            "speed_sources": ctx.speeds.sources([e.paused for e in storm]),
+            "jobs_paused_by_spread": [],
+        },
+        job_ids=tuple(ctx.fabric.jobs_at_refs([paused], start, end)),
+    )
+
+
+def _finding(ctx: Context, p: StormParams, storm: list[Edge], edges: list[Edge]) -> Finding:
+    tree = _tree(storm, edges)
+    start, end = ctx.clip(min(e.start for e in storm), max(e.end for e in storm))
+    seconds = (end - start).total_seconds()
+    root = storm[0].asserter[0]
+    root_refs = list(dict.fromkeys(_ref(e.asserter) for e in storm))
+    paused_refs = list(dict.fromkeys(_ref(e.paused) for e in storm))
+    spread = sorted({t.paused[0] for t in tree} - {root} - {e.paused[0] for e in storm})
+    fractions = [e.paused_fraction for e in storm if e.paused_fraction is not None]
+    frac = sum(fractions) / len(fractions) if fractions else None
+    jobs = ctx.fabric.jobs_at_refs([*root_refs, *paused_refs], start, end)
+    hurt = ctx.fabric.jobs_at_refs([_ref(t.paused) for t in tree], start, end)
+    watchdog = _watchdog(ctx, tree, start, end)
+    held = f"{frac:.0%} of the time " if frac is not None else ""
+    return Finding(
+        kind="pfc_storm",
+        severity="critical" if seconds >= p.critical_seconds or spread else "warning",
+        start=start,
+        end=end,
+        devices=tuple(dict.fromkeys([root, *(e.paused[0] for e in storm), *spread])),
+        ports=tuple(dict.fromkeys([*root_refs, *paused_refs])),
+        priority=storm[0].priority,
+        score=seconds * (frac or 1.0) * len(tree),
+        summary=(
+            f"PFC storm: {', '.join(root_refs)} held {', '.join(paused_refs)} paused on priority "
+            f"{storm[0].priority} {held}for {seconds:.0f} s"
+            + (f"; the pause spread to {len(spread)} more device(s)" if spread else "")
+            + ("; mitigated by the PFC watchdog" if watchdog else "")
+        ),
+        evidence={
+            "root": root_refs[0],
+            "root_device": root,
+            "root_ports": root_refs,
+            "paused_fraction": frac,
+            "pause_evidence": sorted({e.evidence for e in storm}),
+            "tree": [
+                {
+                    "asserter": _ref(t.asserter),
+                    "paused": _ref(t.paused),
+                    "start": t.start,
+                    "end": t.end,
+                    "paused_fraction": t.paused_fraction,
+                }
+                for t in tree
+            ],
+            "watchdog": watchdog,
+            "speed_sources": ctx.speeds.sources([e.paused for e in storm]),
+            "jobs_paused_by_spread": sorted(set(hurt) - set(jobs)),
+        },
+        job_ids=tuple(jobs),
+    )
 
 
 DETECTOR = Detector("pfc_storm", "2", ("pfc_storm",), StormParams, detect)

@@ -171,6 +171,7 @@ class ImportKind(StrEnum):
     lldpcli = "lldpcli"
     kubectl = "kubectl"
     sonic = "sonic"
+    sonic_monitor = "sonic-monitor"
     nccl_inspector = "nccl-inspector"
 
 
@@ -182,7 +183,8 @@ def import_cmd(
     kind: Annotated[
         str,
         typer.Option(
-            help="table (default), gnmic, pcap, lldpcli, kubectl, sonic or nccl-inspector: what the files are."
+            help="table (default), gnmic, pcap, lldpcli, kubectl, sonic (a redis dump), sonic-monitor (a "
+            "`redis-cli MONITOR` trace of COUNTERS_DB) or nccl-inspector: what the files are."
         ),
     ] = "table",
     device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
@@ -330,6 +332,13 @@ def _import_kind(
                     aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
                     batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
                     ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
+                elif kind is ImportKind.sonic_monitor:
+                    from rocescope.collectors.sonic_monitor import monitor_rows
+
+                    trace = monitor_rows(data.decode("utf-8", "replace"), name)
+                    skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
+                    note = f", skipped: {skipped}" if skipped else ""
+                    ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note)
                 elif kind is ImportKind.nccl_inspector:
                     from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
 

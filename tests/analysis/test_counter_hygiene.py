@@ -86,3 +86,20 @@ def test_only_a_32_bit_counter_wraps(any_store: Store, now: dt.datetime) -> None
     by_port = {p: g.sort("ts")["rate"].to_list() for (p,), g in frames.rates(["rx_discards"]).group_by("port")}
     assert by_port["Ethernet0"] == [10.0, 100.0]
     assert by_port["Ethernet4"] == [10.0, W32 - 3.5e9 + 100]
+
+
+def test_a_finding_that_rests_on_an_estimate_is_never_critical() -> None:
+    from rocescope.analysis.findings import Finding
+    from rocescope.analysis.run import capped_on_estimates
+
+    now = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
+
+    def incast(source: str) -> Finding:
+        return Finding("incast", "critical", now, now, ("leaf-1",), ("leaf-1:Ethernet0",), 3, 1.0, "incast",
+                       {"speed_source": source})  # fmt: skip
+
+    assert capped_on_estimates(incast("reported")).severity == "critical"
+    capped = capped_on_estimates(incast("inferred"))
+    assert capped.severity == "warning" and "inferred" in capped.evidence["severity_capped"]
+    storm = incast("reported").with_(kind="pfc_storm", evidence={"pause_evidence": ["pause_frames_no_speed"]})
+    assert capped_on_estimates(storm).severity == "warning"

@@ -123,3 +123,17 @@ def test_cables_that_tie_exactly_stay_unpaired_not_crossed(store: Store, now: dt
     t.land(store)
     fab = Fabric.from_frames(Frames(store, t.window))
     assert [fab.peer("leaf1", up) for up in UPLINKS] == [None, None]
+
+
+def test_a_speed_reported_days_before_the_window_is_still_the_ports_speed(store: Store, now: dt.datetime) -> None:
+    """Arista stamps static values with their last change: a 400G uplink's speed, reported once three days ago,
+    is its speed in this window (not inferred from its 30% load as 200G, which would double its utilization)."""
+    t = Telemetry(now, 60)
+    fabric(t)
+    days_ago = now - dt.timedelta(days=3)
+    t.counters.append((days_ago, "leaf1", "switch", UPLINKS[0], -1, "port_speed_bps", 400e9))
+    t.land(store)
+    frames = Frames(store, t.window)
+    speeds = PortSpeeds(frames, Fabric.from_frames(frames))
+    assert speeds.of("leaf1", UPLINKS[0]) == Speed(400e9, "reported")
+    assert speeds.of("leaf1", UPLINKS[1]) == Speed(200e9, "inferred")  # never reported: 0.3 x 400G fits 200G
