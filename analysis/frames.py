@@ -36,6 +36,11 @@ from rocescope.pipeline.store import Store, query_polars
 
 log = logging.getLogger(__name__)
 
+#: How far before the window the sample that gives each series' first rate is looked for: two reads of the
+#: slowest cadence gear is commonly read at (60 s: SONiC's watermark counterpoll, SNMP polls), and a margin for a
+#: device's read phase; at 30 s, every window read at 60 s lost its first rate.
+LOOKBACK_S = 125.0
+
 #: One (series, source) as one string, for a NOT IN list (`Frames.shadowed_sources`).
 _SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
 
@@ -171,7 +176,7 @@ def _bound(**values: Any) -> dict[str, Any]:
 class Frames:
     """Lazy, cached access to one window: each distinct request is one SQL query."""
 
-    def __init__(self, store: Store, window: Window, lookback_s: float = 30.0) -> None:
+    def __init__(self, store: Store, window: Window, lookback_s: float = LOOKBACK_S) -> None:
         self.store = store
         self.window = window
         #: rates at the window's first samples need the sample before it

@@ -19,14 +19,23 @@ from rocescope.errors import StoreError, TransportError
 from rocescope.pipeline.metrics import SinkMetrics
 from rocescope.pipeline.migrations import migrate
 from rocescope.pipeline.sink import Sink
+from rocescope.pipeline.stamps import StampGuard
 from rocescope.pipeline.store import open_store
 from rocescope.pipeline.transport import Consumer, InProcessBus, Producer
 
 
 @contextmanager
-def publishing(settings: Settings) -> Iterator[tuple[Producer, SinkMetrics | None]]:
+def publishing(settings: Settings, guard: bool = False) -> Iterator[tuple[Producer, SinkMetrics | None]]:
     """A producer for the configured transport; on exit everything published has been flushed
-    (Kafka) or landed in the store (embedded, or Kafka with `transport.sink_in_process`)."""
+    (Kafka) or landed in the store (embedded, or Kafka with `transport.sink_in_process`). With `guard` (live
+    collectors, where arrival order is the device's), counter rows stamped no later than their series' previous
+    are dropped and counted (`pipeline.stamps`)."""
+    with _publishing(settings) as (producer, metrics):
+        yield (StampGuard(producer) if guard else producer), metrics
+
+
+@contextmanager
+def _publishing(settings: Settings) -> Iterator[tuple[Producer, SinkMetrics | None]]:
     if settings.transport.kind == "kafka":
         from rocescope.pipeline.kafka import KafkaTransport
 

@@ -160,7 +160,7 @@ def serve_scenario(
     stop = stop or threading.Event()
     t0 = time.perf_counter()
     try:
-        with publishing(settings) if collect else _no_publishing() as (producer, _metrics):
+        with publishing(settings, guard=True) if collect else _no_publishing() as (producer, _metrics):
             counting = _Counting(producer, rows) if producer is not None else None
             with FabricServer(world, root, gear=gear) as server:
                 if producer is not None:

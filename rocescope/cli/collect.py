@@ -64,7 +64,7 @@ def collect_nic(
             show_batches([collector.poll()], ["port", "metric", "priority"], limit, COUNTER_COLUMNS)
             polls = 1
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = NicCollector(host, name, producer)
                 polls = collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -118,7 +118,7 @@ def collect_ebpf(
                 show_batches(collector.poll(), ["metric", "port"], limit, (*COUNTER_COLUMNS, "qpn", "pid", "comm"))
             polls = 1
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = EbpfCollector(name, producer, interfaces=interfaces)
                 with collector:
                     polls = collector.run(period, run_until_stopped(seconds))
@@ -198,7 +198,7 @@ def collect_pcap(
         with contextlib.ExitStack() as stack:
             producer = None
             if not once:
-                producer, sink_metrics = stack.enter_context(publishing(settings))
+                producer, sink_metrics = stack.enter_context(publishing(settings, guard=True))
 
             def ship(batch: Batch) -> None:
                 nonlocal total
@@ -312,7 +312,7 @@ def collect_jobs(
             collector = JobsCollector(sources, inv)
             show_batches(collector.poll_once(changes_only=False), ["job_id", "rank"], limit, _JOB_COLUMNS)
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = JobsCollector(sources, inv, producer)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -358,7 +358,7 @@ def collect_nccl(
             collector = NcclCollector(folder)
             show_batches(collector.poll(), ["host", "ts"], limit, _COLLECTIVE_COLUMNS)
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = NcclCollector(folder, producer, state_file=pick(state_file, cfg.state_file))
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:

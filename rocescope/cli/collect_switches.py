@@ -76,7 +76,7 @@ def collect_snmp(
             found = [b for b in polled.values() if b is not None]
             show_batches(found, ["device", "port", "metric", "priority"], limit, COUNTER_COLUMNS)
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = SnmpCollector(devices, producer)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -122,7 +122,7 @@ def collect_gnmi(
             collector = GnmiCollector(devices)
             show_batches(collector.collect_once(), ["device", "port", "metric"], limit, COUNTER_COLUMNS)
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = GnmiCollector(devices, producer)
                 collector.run(run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -203,7 +203,7 @@ def collect_lldp(
             collector = LldpCollector(sources)
             show_batches(collector.poll_once(), ["device", "port"], limit)
         else:
-            with publishing(settings) as (producer, _):
+            with publishing(settings, guard=True) as (producer, _):
                 collector = LldpCollector(sources, producer)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except (RocescopeError, ValueError) as exc:

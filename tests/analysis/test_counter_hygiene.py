@@ -103,3 +103,13 @@ def test_a_finding_that_rests_on_an_estimate_is_never_critical() -> None:
     assert capped.severity == "warning" and "inferred" in capped.evidence["severity_capped"]
     storm = incast("reported").with_(kind="pfc_storm", evidence={"pause_evidence": ["pause_frames_no_speed"]})
     assert capped_on_estimates(storm).severity == "warning"
+
+
+def test_a_series_read_every_minute_has_its_first_rate_in_the_window(any_store: Store, now: dt.datetime) -> None:
+    """The sample before the window gives the first rate, even at a 60 s cadence read at its own phase."""
+    any_store.insert("counters", rows(now, [(-110.0, 0.0), (-50.0, 6000.0), (10.0, 12_000.0)]))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    assert frames.rates(["pfc_rx_pause"])["rate"].to_list() == [100.0]
+    assert Frames(any_store, Window(now + dt.timedelta(seconds=5), now + dt.timedelta(seconds=60))).rates(
+        ["pfc_rx_pause"]
+    )["rate"].to_list() == [100.0]
