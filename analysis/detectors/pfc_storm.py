@@ -30,7 +30,7 @@ Scale", SIGCOMM 2016, on NIC pause storms):
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
@@ -225,14 +225,15 @@ def _tree(roots: Sequence[Edge], edges: Sequence[Edge]) -> list[Edge]:
     return tree
 
 
-def _storms(roots: list[Edge], merge_gap_s: float) -> list[list[Edge]]:
-    """Root episodes grouped per (asserting device, priority), those closer than `merge_gap_s` together."""
+def _storms(edges: list[Edge], merge_gap_s: float, by: Callable[[Edge], object]) -> list[list[Edge]]:
+    """Episodes grouped per `by(edge)` and priority (the asserting device for roots, the paused port where the
+    root is unknown), those closer than `merge_gap_s` together."""
     groups: list[list[Edge]] = []
-    for e in sorted(roots, key=lambda e: (e.asserter[0], e.priority, e.start)):
+    for e in sorted(edges, key=lambda e: (str(by(e)), e.priority, e.start)):
         last = groups[-1] if groups else None
         if (
             last is not None
-            and last[0].asserter[0] == e.asserter[0]
+            and by(last[0]) == by(e)
             and last[0].priority == e.priority
             and any(e.overlaps(o, merge_gap_s) for o in last)
         ):
@@ -280,26 +281,9 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
     unknown = [
         e for e in edges if e.asserter[0] == "?" and not any(r.priority == e.priority and r.overlaps(e) for r in roots)
     ]
-    findings = [_finding(ctx, p, storm, edges) for storm in _storms(roots, p.merge_gap_s)]
-    findings += [_root_unknown(ctx, p, storm) for storm in _by_paused_port(unknown, p.merge_gap_s)]
+    findings = [_finding(ctx, p, storm, edges) for storm in _storms(roots, p.merge_gap_s, lambda e: e.asserter[0])]
+    findings += [_root_unknown(ctx, p, storm) for storm in _storms(unknown, p.merge_gap_s, lambda e: e.paused)]
     return findings
-
-
-def _by_paused_port(edges: list[Edge], merge_gap_s: float) -> list[list[Edge]]:
-    """Episodes of one paused port and priority closer than `merge_gap_s`: one storm each."""
-    groups: list[list[Edge]] = []
-    for e in sorted(edges, key=lambda e: (e.paused, e.priority, e.start)):
-        last = groups[-1] if groups else None
-        if (
-            last is not None
-            and last[0].paused == e.paused
-            and last[0].priority == e.priority
-            and any(e.overlaps(o, merge_gap_s) for o in last)
-        ):
-            last.append(e)
-        else:
-            groups.append([e])
-    return groups
 
 
 def _root_unknown(ctx: Context, p: StormParams, storm: list[Edge]) -> Finding:
