@@ -11,8 +11,9 @@ poll, the engine's own state (`Engine.port_load`, `port_marks`, `flow_delivery`)
 * every receiver-facing switch port (a leaf port cabled to a NIC): bytes sent, CE marks (its queue above the
   ECN threshold) and the distinct senders whose bytes it delivered; `congestion` finds polls where it ran at
   `INCAST.saturated` of its line rate with CE marks and `min_senders` or more, for `INCAST.min_s`: an incast;
-  CE marks anywhere else at such a port are don't care for incast and microburst (a burst the poll cannot
-  resolve).
+  marks from two senders or more at `INCAST.dont_care_load` or more, short of that, are don't care for incast;
+  marks below saturation are don't care for microburst (bursts shorter than a poll, or a queue held up by
+  something else: the poll cannot tell).
 
 `World.mark_emergent` keeps the events no injected incident explains. Nothing here reads a detector.
 """
@@ -177,6 +178,8 @@ class Ledger:
         marked = np.diff(np.vstack(self.rx_marks), axis=0) > 0
         senders = np.vstack(self.senders)[1:]
         incast = marked & (load >= rule.saturated) & (senders >= rule.min_senders)
+        # near the edge for incast: marks at a port almost saturated, fed by two senders or more
+        near = marked & (load >= rule.dont_care_load) & (senders >= rule.min_senders)
         out: list[Event] = []
         for i in np.flatnonzero(marked.any(axis=0)):
             port = self.receivers[int(i)]
@@ -188,8 +191,12 @@ class Ledger:
             covered = np.zeros(len(span), dtype=bool)
             for k, j in real:
                 covered[k : j + 1] = True
-            for k, j in _runs(marked[:, i] & ~covered):
-                what = f"congestion at {port.device}:{port.name} with no sustained overload (don't care)"
-                for kind in ("incast", "microburst"):
-                    out.append(Event(kind, port, float(t[k]), float(t[j + 1]), True, what))
+            for k, j in _runs(near[:, i] & ~covered):
+                what = f"congestion at {port.device}:{port.name} near saturation, short of an incast (don't care)"
+                out.append(Event("incast", port, float(t[k]), float(t[j + 1]), True, what))
+            # below saturation, marks may be bursts shorter than a poll: the poll cannot tell them from a queue
+            # held up by something else, so a microburst finding there is neither right nor wrong
+            for k, j in _runs(marked[:, i] & (load[:, i] < rule.saturated)):
+                what = f"queueing at {port.device}:{port.name} below saturation, bursts or not (don't care)"
+                out.append(Event("microburst", port, float(t[k]), float(t[j + 1]), True, what))
         return out

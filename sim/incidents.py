@@ -71,15 +71,44 @@ class World:
         return self.impacts
 
     def mark_unobservable(self) -> None:
-        """After the run, mark the incidents nothing collected could show: degraded optics on a link that no
-        frame crossed in the window (the hashing put no flow on it) fail no FCS, so no counter moves."""
+        """After the run, mark the incidents that by their kind's definition (`rocescope.sim.truth`) never
+        happened where anything could see them: degraded optics on a link that no frame crossed (the hashing put
+        no flow on it: no FCS failed); PFC off on a port no congestion reached (nothing dropped: the missing
+        pause was never asked for); a NIC that drops CNPs but was sent none (no congestion on its flows); a route
+        loop whose links were not held paused (it kept draining: no deadlock). A
+        scenario staged on a larger fabric (the exam's) can leave its incident where no traffic goes."""
+        totals = self.engine.flow_totals()
         for i, t in enumerate(self.truth):
-            if t.kind != "degraded_optics" or not t.observable:
+            if not t.observable or t.kind not in ("degraded_optics", "pfc_misconfig", "cnp_loss", "pfc_deadlock"):
                 continue
             device, _, port = t.ports[0].partition(":")
-            if self.engine.counter(device, port, "rx_fcs_errors") <= 0:
-                what = f"{t.description}; no frame crossed the link in the window, so none failed (unobservable)"
-                self.truth[i] = replace(t, observable=False, description=what)
+            why = ""
+            if t.kind == "degraded_optics" and self.engine.counter(device, port, "rx_fcs_errors") <= 0:
+                why = "no frame crossed the link in the window, so none failed"
+            elif t.kind == "pfc_misconfig" and (
+                self.engine.counter(device, port, "rx_discards") <= 0
+                and self.engine.counter(device, port, "pg_dropped_packets", t.priority) <= 0
+            ):
+                why = "no congestion reached the port: nothing dropped for want of a pause"
+            elif t.kind == "cnp_loss" and len(t.devices) == 1:  # a NIC's own loss, not a switch queue's
+                nic = self.topology.port(device, t.ports[1].partition(":")[2])
+                paths = (self.engine.flow_path(f) for f in range(len(self.engine.flows)))
+                sent = sum(float(totals.cnps[f]) for f, p in enumerate(paths) if p and p[0].id == nic.id)
+                if sent <= 0:
+                    why = "no CNP was sent to it: none of its flows met congestion"
+            elif t.kind == "pfc_deadlock" and not self._deadlocked(t):
+                why = "the loop kept draining (a PFC watchdog broke it, or its buffers never filled): no deadlock"
+            if why:
+                self.truth[i] = replace(t, observable=False, description=f"{t.description}; {why} (unobservable)")
+
+    def _deadlocked(self, t: GroundTruth) -> bool:
+        """Whether every link of the loop was held paused for half the incident or more (nothing drains)."""
+        span_us = max(t.end_s - t.start_s, 1e-9) * 1e6
+        for ref in t.ports:
+            device, _, port = ref.partition(":")
+            if self.engine.counter(device, port, "pfc_rx_pause_duration_us", t.priority) < 0.5 * span_us:
+                return False
+        return True
 
     def observe(self) -> None:
         """Read what the after-run labels need (call at every poll)."""
@@ -107,7 +136,10 @@ class World:
             where = f"{ev.port.device}:{ev.port.name}"
             if ev.kind == "ecmp_imbalance":
                 near = {ev.port.device, ev.port.peer_device}
-                if any(t.kind in explains and overlaps(t, ev) and near & set(t.devices) for t in self.truth):
+                if any(
+                    t.kind in explains and t.observable and overlaps(t, ev) and near & set(t.devices)
+                    for t in self.truth
+                ):
                     continue
             else:
                 cable = {where, f"{ev.port.peer_device}:{ev.port.peer_port}"}

@@ -88,6 +88,9 @@ class IncastRule:
     #: for at least this long: a second holds thousands of round trips, so DCQCN has settled and the excess
     #: offered load is sustained, not a burst
     min_s: float = 1.0
+    #: marks at a port this busy or more, from two senders or more, short of an incast, are don't care; below it
+    #: the port had room (an incast finding there is wrong)
+    dont_care_load: float = 0.75
 
 
 IMBALANCE = ImbalanceRule()
@@ -111,8 +114,8 @@ KINDS: dict[str, KindDefinition] = {
                 "cnp_sent",
                 "pfc_tx_pause",
             ),
-            dont_care="congestion at a receiver's port with no second of sustained overload (a burst the truth "
-            "cannot tell from an incast at a poll's resolution)",
+            dont_care="CE marks from two senders or more at a receiver's port 75-90% busy, or saturated for less "
+            "than 1 s",
         ),
         KindDefinition(
             "microburst",
@@ -137,7 +140,8 @@ KINDS: dict[str, KindDefinition] = {
                 ("cnp_sent", 1.0),
                 ("ecn_marked_roce_packets", 1.0),
             ),
-            dont_care="as for incast",
+            dont_care="CE marks at a receiver's port below saturation (a poll cannot tell bursts shorter than it "
+            "from a queue held up otherwise)",
         ),
         KindDefinition(
             "pfc_storm",
