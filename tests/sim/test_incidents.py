@@ -259,3 +259,24 @@ def test_two_senders_overloading_a_receiver_are_an_incast_nobody_injected_and_on
     one = ran(scenario([], duration="10s", jobs=[job], traffic=traffic(["gpu-006"])))
     one.mark_emergent()
     assert [t for t in one.emergent if t.kind == "incast"] == []
+
+
+def test_incidents_where_nothing_happened_by_their_definition_are_unobservable() -> None:
+    """A NIC that would drop CNPs but is sent none, and PFC off on a port no congestion reaches, are no incidents
+    anything could see (a scenario staged on a larger fabric can put them where no traffic goes); the same
+    faults on the incast's path are."""
+    incast = {"kind": "incast", "start": "1s", "end": "3s", "receiver": "gpu-008", "senders": ["gpu-005", "gpu-006"]}
+    quiet = [
+        {"kind": "cnp_loss", "start": "1s", "end": "3s", "host": "gpu-007"},  # no flow of its meets congestion
+        {"kind": "pfc_misconfig", "start": "1s", "end": "3s", "device": "leaf-r0-02", "port": "Ethernet8"},
+    ]
+    world = ran(scenario([incast, *quiet]))
+    world.mark_unobservable()
+    assert [(t.kind, t.observable) for t in world.truth] == [
+        ("incast", True), ("cnp_loss", False), ("pfc_misconfig", False)
+    ]  # fmt: skip
+    assert "no CNP was sent to it" in world.truth[1].description and "nothing dropped" in world.truth[2].description
+    hit = {"kind": "cnp_loss", "start": "1s", "end": "3s", "host": "gpu-005"}
+    world = ran(scenario([incast, hit]))
+    world.mark_unobservable()
+    assert all(t.observable for t in world.truth)
