@@ -10,8 +10,10 @@ Scale", SIGCOMM 2016, on NIC pause storms):
   device gives: its pause duration counter (`pfc_rx_pause_duration_us`) covers `min_paused_fraction` of
   the interval; or, where the device reports no pause duration at all (Broadcom-based switches), its pause
   frames cover `min_frames_paused_fraction` of it (each frame buys 65535 quanta of 512 bit times at the
-  port's speed and a paused port's frames come `pause_refresh_fraction` of that apart); or its PFC watchdog
-  declared a storm on the queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is
+  port's speed and a paused port's frames come `pause_refresh_fraction` of that apart; without a speed, at the
+  fastest speed, a lower bound); or the NIC at the cable's other end says it sent pause that share of its own
+  interval (`pfc_tx_pause_duration_us`, read every second where the switch may be read every 30 s); or its PFC
+  watchdog declared a storm on the queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is
   the port's mean over the sample's own interval, whatever the clocks and cadences (`align.mean_over`),
   against its speed (reported, or inferred: `speeds.py`); the port asserting the pause is P's LLDP peer A;
 * stalled samples of one (P, priority) form an episode, bridging gaps of `gap_intervals` samples (a
@@ -43,6 +45,7 @@ from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 
 PAUSED_US = "pfc_rx_pause_duration_us"
+NIC_PAUSED_US = "pfc_tx_pause_duration_us"
 PAUSE_FRAMES = "pfc_rx_pause"
 WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
 WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
@@ -114,8 +117,26 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
             held(duration, "pause_duration", pl.col("rate") / 1e6),
             held(pause_frames, "pause_frames", pl.col("rate")),  # frames/s: read as a share once the speed is known
             held(watchdog, "watchdog", unknown),
+            held(_nic_side(ctx, p), "nic_pause_duration", pl.col("rate") / 1e6),
         ]
     )
+
+
+def _nic_side(ctx: Context, p: StormParams) -> pl.DataFrame:
+    """The NIC's own account of the pause it sends, as samples of the switch port it held paused: a NIC reads
+    its counters every second where a switch's may come every 10-30 s (SNMP), and one 8 s storm averaged over a
+    30 s read falls below any stall bar. Rows of NICs whose cable no LLDP names are left out."""
+    sent = ctx.frames.rates([NIC_PAUSED_US], min_rate=p.min_paused_fraction * 1e6, roles=["nic"])
+    if sent.is_empty():
+        return sent
+    peers = [
+        (d, port, *(ctx.fabric.peer(d, port) or (None, None)))
+        for d, port in sent.select("device", "port").unique().iter_rows()
+    ]
+    mapping = pl.DataFrame(peers, schema=["device", "port", "peer", "peer_port"], orient="row")
+    sent = sent.join(mapping, on=["device", "port"]).filter(pl.col("peer").is_not_null())
+    sent = sent.with_columns(pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate"))
+    return sent.drop("device", "port").rename({"peer": "device", "peer_port": "port"})
 
 
 def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:

@@ -373,3 +373,26 @@ def test_ports_that_go_down_with_several_others_are_not_guessed_into_cables(stor
         ("spine1:Ethernet1/1",),
         ("spine2:Ethernet1/1",),
     ]
+
+
+def test_a_storm_the_switchs_30_s_counters_average_away_is_found_by_the_nics_own_second_by_second_counters(
+    store: Store, now: dt.datetime
+) -> None:
+    """Arista reports PFC over SNMP every 30 s: an 8 s storm from a NIC is 27% of a read, below any stall bar. The
+    NIC's own pause duration, read every second, shows it whole: one storm, rooted at the NIC."""
+    t = Telemetry(now, 120)
+    fabric(t)
+    stuck, on = "gpu-04", (40.0, 48.0)
+    snmp = Clock(30.0, 0.6)
+    for i, host in enumerate(HOSTS, start=1):
+        port = PORTS[host]
+        stalled = steps((*on, 0.0), base=0.3 * LINE) if host == stuck else steps(base=0.3 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", stalled, PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "pfc_rx_pause", steps((*on, 20000.0)) if host == stuck else steps(), snmp, 3)
+        paused = steps((*on, 1e6)) if host == stuck else steps()
+        t.counter(host, "nic", "eth0", "pfc_tx_pause_duration_us", paused, nic_clock(i), priority=3)
+    t.land(store)
+    (storm,) = found(store, t, "pfc_storm")
+    assert storm.evidence["root"] == f"{stuck}:eth0" and f"leaf1:{PORTS[stuck]}" in storm.ports
+    assert "nic_pause_duration" in storm.evidence["pause_evidence"]
+    assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 1.5
