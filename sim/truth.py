@@ -11,9 +11,13 @@ The rules were written before any detector was measured against them; no rule na
 
 * **anchor**: where an operator must be sent. A finding matches an incident only when it names one of the
   incident's anchor ports (`device:port`), or, for a straggler, its host.
-* **don't care**: an event near a definition's edge (an imbalance of 10-29 s, congestion the engine saw at a
-  port with no sustained overload); a finding on it is neither true nor false, and the event is neither found
-  nor missed. The evaluation reports the share of such events per kind.
+* **don't care**: an event near a definition's edge (an imbalance of 10-29 s or just below its thresholds, CE
+  marks at a receiver's port 75-90% busy for incast, CE marks below saturation for microburst, which a poll
+  cannot tell from a queue held up otherwise); a finding on it is neither true nor false, and the event is
+  neither found nor missed. The evaluation reports the share of such events per kind.
+* **unobservable**: an injected fault that by its kind's definition never happened where anything could see it
+  (`World.mark_unobservable`: PFC off where nothing congested, a CNP-dropping NIC sent no CNP, a route loop that
+  kept draining, optics on a link no frame crossed).
 * **unobservable by cadence**: the gear under a profile reads the kind's evidence too seldom to resolve it
   (`unobservable_by_cadence`): kept apart from misses.
 """
