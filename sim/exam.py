@@ -24,7 +24,7 @@ import numpy as np
 
 from rocescope.sim.evaluate import SCENARIOS, PlannedRun
 from rocescope.sim.profile import profile_names
-from rocescope.sim.scenario import Scenario, load_scenario
+from rocescope.sim.scenario import Incast, IncidentModel, Microburst, Scenario, load_scenario
 
 __all__ = ["EXAM_FLOOR", "MIN_HOSTS", "MIN_RAILS", "MIN_SECONDS", "exam_scenario", "plan_exam", "seed_base"]
 
@@ -48,12 +48,25 @@ def seed_base(commit: str) -> int:
 def exam_scenario(name: str) -> Scenario:
     """A shipped scenario on a fabric of at least `MIN_HOSTS` x `MIN_RAILS`, for at least `MIN_SECONDS`: more
     hosts and rails than its incidents need, so the jobs' and the background's traffic cross what they would
-    not cross on the small fabric."""
+    not cross on the small fabric. Its incidents keep their geometry: fan-in senders given as a count (the
+    hosts after the receiver, wrapping round the fabric) are named as the scenario's own fabric names them, so
+    a misconfigured port or a CNP-dropping NIC on their path stays on it."""
     sc = load_scenario(name)
     fabric = dataclasses.replace(
         sc.fabric, hosts=max(sc.fabric.hosts, MIN_HOSTS), rails=max(sc.fabric.rails, MIN_RAILS)
     )
-    return sc.model_copy(update={"fabric": fabric, "duration": max(sc.duration, MIN_SECONDS)})
+    hosts = [f"gpu-{n:03d}" for n in range(1, sc.fabric.hosts + 1)]
+    incidents = [_pinned(inc, hosts) for inc in sc.incidents]
+    return sc.model_copy(update={"fabric": fabric, "duration": max(sc.duration, MIN_SECONDS), "incidents": incidents})
+
+
+def _pinned(inc: IncidentModel, hosts: list[str]) -> IncidentModel:
+    """A fan-in whose senders are a count, with them named as on `hosts` (the scenario's own fabric)."""
+    if not isinstance(inc, Incast | Microburst) or not isinstance(inc.senders, int) or inc.owner is not None:
+        return inc
+    k = hosts.index(inc.receiver)
+    senders = [hosts[(k + 1 + j) % len(hosts)] for j in range(inc.senders)]
+    return inc.model_copy(update={"senders": senders})
 
 
 def plan_exam(

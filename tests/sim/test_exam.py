@@ -52,6 +52,11 @@ def test_the_full_exam_runs_the_whole_factorial() -> None:
 def test_a_scenario_on_the_exams_fabric_keeps_its_incidents_and_jobs() -> None:
     small = exam_scenario("incast")
     assert (small.fabric.hosts, small.fabric.rails, small.duration) == (32, 4, 180.0)
-    assert small.incidents == load_scenario("incast").incidents and small.jobs == load_scenario("incast").jobs
+    assert small.jobs == load_scenario("incast").jobs
+    (incast,) = small.incidents  # the 8 hosts after gpu-016 on its own 16-host fabric, not gpu-017..024
+    assert incast.senders == [f"gpu-{n:03d}" for n in range(1, 9)]
+    assert incast.model_copy(update={"senders": 8}) == load_scenario("incast").incidents[0]
+    misconfig = exam_scenario("pfc_misconfig")  # PFC off at gpu-001's port: still on the incast's path
+    assert "gpu-001" in misconfig.incidents[1].senders
     large = exam_scenario("incast_large")  # a fabric larger than the exam's minimum stays as it is
     assert (large.fabric.hosts, large.fabric.host_ports_per_leaf) == (72, 24)
