@@ -2,18 +2,16 @@
 
 Nobody injects a hash collision or the congestion of a many-to-one collective, yet a detector that reports
 one is right, and one that reports a false one is wrong: the truth must say which. `Ledger` reads, at every
-poll, the engine's own state (`Engine.port_load`, `port_marks`, `flow_delivery`):
+poll, the engine's own state (`Engine.port_load`, `queue_above_kmin`, `flow_delivery`):
 
 * every ECMP group's members (a leaf's uplinks, a spine's parallel links to one leaf): bytes sent and whether
   each was up; `imbalance` finds, per `IMBALANCE.bucket_s` bucket, a member at `hot_load` or more of its line
   rate while the group runs at `group_load` or less, no member down; such buckets in a row (the same hot member)
   for `incident_s` are an incident, shorter ones and the band around the thresholds are don't care;
-* every receiver-facing switch port (a leaf port cabled to a NIC): bytes sent, CE marks (its queue above the
-  ECN threshold) and the distinct senders whose bytes it delivered; `congestion` finds polls where it ran at
-  `INCAST.saturated` of its line rate with CE marks and `min_senders` or more, for `INCAST.min_s`: an incast;
-  marks from two senders or more at `INCAST.dont_care_load` or more, short of that, are don't care for incast;
-  marks below saturation are don't care for microburst (bursts shorter than a poll, or a queue held up by
-  something else: the poll cannot tell).
+* every receiver-facing switch port (a leaf port cabled to a NIC): bytes sent, the time its lossless queue
+  spent above the ECN threshold and its longest unbroken run there (the engine tracks both step by step), and
+  the distinct senders whose bytes it delivered; `congestion` labels incasts (saturated, two senders or more,
+  for a second) and microbursts (runs above the threshold shorter than 100 ms, the port below saturation).
 
 `World.mark_emergent` keeps the events no injected incident explains. Nothing here reads a detector.
 """
@@ -27,7 +25,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import numpy.typing as npt
 
-from rocescope.sim.truth import IMBALANCE, INCAST
+from rocescope.sim.truth import IMBALANCE, INCAST, MICROBURST
 
 if TYPE_CHECKING:
     from rocescope.sim.engine import Engine
@@ -90,7 +88,10 @@ class Ledger:
         self.sent: list[npt.NDArray[np.float64]] = []
         self.up: list[npt.NDArray[np.bool_]] = []
         self.rx_sent: list[npt.NDArray[np.float64]] = []
-        self.rx_marks: list[npt.NDArray[np.float64]] = []
+        #: per poll, per receiver port: cumulative seconds its lossless queue spent above the ECN threshold, and
+        #: its longest unbroken run above it since the previous poll
+        self.rx_above: list[npt.NDArray[np.float64]] = []
+        self.rx_run: list[npt.NDArray[np.float64]] = []
         #: per poll, per receiver port: distinct senders whose bytes it delivered since the previous poll
         self.senders: list[npt.NDArray[np.int64]] = []
         self._delivered: npt.NDArray[np.float64] | None = None
@@ -106,7 +107,9 @@ class Ledger:
             return
         rx_sent, _ = engine.port_load(self.rx_ids)
         self.rx_sent.append(rx_sent)
-        self.rx_marks.append(engine.port_marks(self.rx_ids))
+        above, run = engine.queue_above_kmin(self.rx_ids)
+        self.rx_above.append(above)
+        self.rx_run.append(run)
         delivered, last = engine.flow_delivery()
         if self._src is None:
             names: dict[str, int] = {}
@@ -166,37 +169,51 @@ class Ledger:
         return out
 
     def congestion(self) -> list[Event]:
-        """Incasts by `rocescope.sim.truth.INCAST` at receiver-facing ports, and the don't-care congestion around
-        them (for incast and microburst)."""
-        rule = INCAST
+        """Incasts and microbursts at receiver-facing ports by `rocescope.sim.truth` (`INCAST`, `MICROBURST`), from
+        the time each port's lossless queue spent above the ECN threshold and its longest unbroken run there:
+
+        * incast: polls at `INCAST.saturated` of line rate or more with the queue above the threshold and
+          `min_senders` or more, for `INCAST.min_s`; the same from 75% busy, or for less than `min_s`: don't care;
+        * microburst: polls below saturation whose queue went above the threshold only in runs shorter than
+          `MICROBURST.max_run_s`; runs up to `MICROBURST.dont_care_run_s`, or less than `MICROBURST.min_above_s` above
+          in a poll, are don't care. Longer runs below saturation are a queue held up by something else (a
+          pause, a loop): neither kind."""
+        rule, burst = INCAST, MICROBURST
         if len(self.rx_sent) < 2:
             return []
         t = np.array(self.times)
         span = np.diff(t)
         speed = np.array([p.speed_bps / 8 for p in self.receivers])
         load = np.diff(np.vstack(self.rx_sent), axis=0) / (span[:, None] * speed[None, :])
-        marked = np.diff(np.vstack(self.rx_marks), axis=0) > 0
+        above = np.diff(np.vstack(self.rx_above), axis=0)
+        run = np.vstack(self.rx_run)[1:]
+        queued = above > 0
         senders = np.vstack(self.senders)[1:]
-        incast = marked & (load >= rule.saturated) & (senders >= rule.min_senders)
-        # near the edge for incast: marks at a port almost saturated, fed by two senders or more
-        near = marked & (load >= rule.dont_care_load) & (senders >= rule.min_senders)
+        incast = queued & (load >= rule.saturated) & (senders >= rule.min_senders)
+        near_incast = queued & (load >= rule.dont_care_load) & (senders >= rule.min_senders)
+        below = queued & (load < rule.saturated)
+        bursts = below & (run < burst.max_run_s) & (above >= burst.min_above_s)
+        near_bursts = below & ~bursts & (run < burst.dont_care_run_s)
         out: list[Event] = []
-        for i in np.flatnonzero(marked.any(axis=0)):
+        for i in np.flatnonzero(queued.any(axis=0)):
             port = self.receivers[int(i)]
+            where = f"{port.device}:{port.name}"
+
+            def add(kind: str, k: int, j: int, dont_care: bool, what: str, port: Port = port) -> None:
+                out.append(Event(kind, port, float(t[k]), float(t[j + 1]), dont_care, what))
+
             real = [(k, j) for k, j in _runs(incast[:, i]) if t[j + 1] - t[k] >= rule.min_s - 1e-9]
-            for k, j in real:
-                n = int(senders[k : j + 1, i].max())
-                what = f"incast (emergent): {n} senders overloaded {port.device}:{port.name} for {t[j + 1] - t[k]:g} s"
-                out.append(Event("incast", port, float(t[k]), float(t[j + 1]), False, what))
             covered = np.zeros(len(span), dtype=bool)
             for k, j in real:
                 covered[k : j + 1] = True
-            for k, j in _runs(near[:, i] & ~covered):
-                what = f"congestion at {port.device}:{port.name} near saturation, short of an incast (don't care)"
-                out.append(Event("incast", port, float(t[k]), float(t[j + 1]), True, what))
-            # below saturation, marks may be bursts shorter than a poll: the poll cannot tell them from a queue
-            # held up by something else, so a microburst finding there is neither right nor wrong
-            for k, j in _runs(marked[:, i] & (load[:, i] < rule.saturated)):
-                what = f"queueing at {port.device}:{port.name} below saturation, bursts or not (don't care)"
-                out.append(Event("microburst", port, float(t[k]), float(t[j + 1]), True, what))
+                add("incast", k, j, False, f"incast (emergent): {int(senders[k : j + 1, i].max())} senders "
+                    f"overloaded {where} for {t[j + 1] - t[k]:g} s")  # fmt: skip
+            for k, j in _runs(near_incast[:, i] & ~covered):
+                add("incast", k, j, True, f"congestion at {where} near saturation, short of an incast (don't care)")
+            for k, j in _runs(bursts[:, i]):
+                longest = float(run[k : j + 1, i].max()) * 1000
+                add("microburst", k, j, False, f"microbursts (emergent) into {where}: its queue above the ECN "
+                    f"threshold in runs of {longest:.0f} ms at most, the port below saturation")  # fmt: skip
+            for k, j in _runs(near_bursts[:, i]):
+                add("microburst", k, j, True, f"queueing at {where} near a microburst's edge (don't care)")
         return out

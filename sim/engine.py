@@ -300,10 +300,15 @@ class Engine(Stepper):
         """(cumulative bytes transmitted, capacity now: 0 while the link is down) of the ports `ids`."""
         return self._cnt.pc[ids, K.C_TX_BYTES].copy(), self._net.cap[ids].copy()
 
-    def port_marks(self, ids: npt.NDArray[np.int64]) -> npt.NDArray[np.float64]:
-        """Cumulative CE-marked packets at the egress ports `ids` (their queue was above the ECN threshold)."""
-        marks: npt.NDArray[np.float64] = self._cnt.pc[ids, K.C_ECN_MARKED].copy()
-        return marks
+    def queue_above_kmin(self, ids: npt.NDArray[np.int64]) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.float64]]:
+        """Of the lossless egress queues of ports `ids`: cumulative seconds above the ECN threshold, and the longest
+        unbroken run above it since the previous call (which resets it, as a watermark read does)."""
+        st = self._st
+        above: npt.NDArray[np.float64] = st.kabove[ids].copy()
+        longest: npt.NDArray[np.float64] = st.krun_max[ids].copy()
+        ongoing = np.abs(st.krun_end[ids] - self.now) <= self._tick
+        st.krun_max[ids] = np.where(ongoing, st.krun[ids], 0.0)
+        return above, longest
 
     def flow_delivery(self) -> tuple[npt.NDArray[np.float64], npt.NDArray[np.int64]]:
         """Per flow: cumulative bytes delivered, and the egress port of its last hop now (-1: unrouted)."""

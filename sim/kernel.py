@@ -218,6 +218,11 @@ class State(NamedTuple):
     pmark: np.ndarray  # float64[8, P] ECN mark probability this step
     lshare: np.ndarray  # float64[8, P] share of this step's arrivals a lossy queue tail-dropped (CNPs there too)
     qwm: np.ndarray  # float64[8, P] egress queue peak since last read
+    # the lossless egress queue above the ECN threshold (step mean over Kmin), for the ground truth (`emergent`):
+    kabove: np.ndarray  # float64[P] seconds above, cumulative
+    krun: np.ndarray  # float64[P] seconds of the current unbroken run above
+    krun_end: np.ndarray  # float64[P] fabric time the current run last reached
+    krun_max: np.ndarray  # float64[P] longest unbroken run since the truth last read it (it resets it)
     pgwm: np.ndarray  # float64[8, P] ingress PG peak since last read
     bufwm: np.ndarray  # float64[S] shared buffer peak since last read
     rsum: np.ndarray  # float64[P] scratch
@@ -763,6 +768,10 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
     tot_cnp = st.tot_cnp
     qlen = st.qlen
     occ = st.occ
+    kabove = st.kabove
+    krun = st.krun
+    krun_end = st.krun_end
+    krun_max = st.krun_max
     pend_in = st.pend_in
     used = st.used
     xoff = st.xoff
@@ -1044,7 +1053,16 @@ def run_steps(net: Net, st: State, cnt: Counters, n_ticks: int) -> int:
             if backlog <= 1e-9 and q_before <= 1e-9:
                 continue  # everything that arrived left: no marking, no buffer pressure from this port
             # ECN: RED on the lossless queue at the step's mean occupancy
-            pmark[lossless, p] = red_probability(0.5 * (q_before + qlen[lossless, p]), kmin, kmax, pmax)
+            q_mean = 0.5 * (q_before + qlen[lossless, p])
+            pmark[lossless, p] = red_probability(q_mean, kmin, kmax, pmax)
+            if q_mean > kmin:  # a run above the threshold continues only from the step that ended where this starts
+                if abs(krun_end[p] - now) > 0.5 * fine_dt:
+                    krun[p] = 0.0
+                krun[p] += dt
+                krun_end[p] = now + dt
+                kabove[p] += dt
+                if krun[p] > krun_max[p]:
+                    krun_max[p] = krun[p]
             free = max(0.0, buffer - used[s])
             # lossy queues: tail drop above the dynamic threshold
             for a in range(nact):

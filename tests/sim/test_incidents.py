@@ -280,3 +280,22 @@ def test_incidents_where_nothing_happened_by_their_definition_are_unobservable()
     world = ran(scenario([incast, hit]))
     world.mark_unobservable()
     assert all(t.observable for t in world.truth)
+
+
+def test_the_engines_queue_tells_microbursts_from_an_incast() -> None:
+    """The ledger labels from the engine's own queue: 20 ms bursts into a NIC (its queue above the ECN threshold
+    in runs far shorter than 100 ms, the port below saturation) are microbursts; a 2-second fan-in that saturates
+    the port is an incast. No detector is asked."""
+    senders = ["gpu-005", "gpu-006", "gpu-007"]
+    burst = {"kind": "microburst", "start": "1s", "end": "5s", "receiver": "gpu-008", "senders": senders,
+             "burst": "20ms", "period": "1s"}  # fmt: skip
+    world = ran(scenario([burst], duration="6s"))
+    assert world.ledger is not None
+    port = f"leaf-r0-02:{world.topology.attachment('gpu-008', 0).name}"
+    events = [(e.kind, e.dont_care) for e in world.ledger.congestion() if f"{e.port.device}:{e.port.name}" == port]
+    assert ("microburst", False) in events and not any(kind == "incast" for kind, _ in events)
+    incast = {"kind": "incast", "start": "1s", "end": "4s", "receiver": "gpu-008", "senders": ["gpu-005", "gpu-006"]}
+    world = ran(scenario([incast], duration="5s"))
+    assert world.ledger is not None
+    events = [(e.kind, e.dont_care) for e in world.ledger.congestion() if f"{e.port.device}:{e.port.name}" == port]
+    assert ("incast", False) in events and ("microburst", False) not in events
