@@ -297,10 +297,16 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
         and not _busy_elsewhere(ctx, p, e)
         and e.asserter[0] != "?"
     ]
-    # a port held paused by a neighbour nobody monitors or names (a storage array, a leaf without telemetry):
-    # a storm whose root is unknown, unless a known storm on the priority overlaps it (then it is its spread)
+    # a port held paused by a neighbour nobody monitors or names (a storage array, a NIC without telemetry): a
+    # storm whose root is unknown, unless a known storm on the priority overlaps it (then it is its spread) or the
+    # port faces the fabric's core (a leaf's uplink, a spine's port: the pause there is a spread or a loop among
+    # switches no LLDP names, which the deadlock detector follows where it can)
     unknown = [
-        e for e in edges if e.asserter[0] == "?" and not any(r.priority == e.priority and r.overlaps(e) for r in roots)
+        e
+        for e in edges
+        if e.asserter[0] == "?"
+        and ctx.fabric.port_kind(*e.paused) not in ("uplink", "spine")
+        and not any(r.priority == e.priority and r.overlaps(e) for r in roots)
     ]
     findings = [_finding(ctx, p, storm, edges) for storm in _storms(roots, p.merge_gap_s, lambda e: e.asserter[0])]
     findings += [_root_unknown(ctx, p, storm) for storm in _storms(unknown, p.merge_gap_s, lambda e: e.paused)]

@@ -396,3 +396,19 @@ def test_a_storm_the_switchs_30_s_counters_average_away_is_found_by_the_nics_own
     assert storm.evidence["root"] == f"{stuck}:eth0" and f"leaf1:{PORTS[stuck]}" in storm.ports
     assert "nic_pause_duration" in storm.evidence["pause_evidence"]
     assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 1.5
+
+
+def test_uplinks_held_paused_by_switches_no_lldp_names_are_no_storm_of_unknown_root(
+    store: Store, now: dt.datetime
+) -> None:
+    """LLDP from the hosts only: a leaf's uplinks held paused by spines nobody names are a spread or a loop among
+    switches (the deadlock detector's business), not a storm from an unmonitored neighbour."""
+    t = Telemetry(now, 120)
+    fabric(t)
+    held = (30.0, 110.0)
+    for port in ("Ethernet3/1", "Ethernet3/2"):  # two more uplinks (the fabric's own carry traffic)
+        t.counter("leaf1", "switch", port, "pfc_rx_pause_duration_us", steps((*held, 1e6)), PORT_CLOCK, priority=3)
+        t.counter("leaf1", "switch", port, "tx_bytes", steps((*held, 0.0), base=0.3 * LINE), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+    t.land(store)
+    assert found(store, t, "pfc_storm") == []
