@@ -175,9 +175,9 @@ class Ledger:
         * incast: polls at `INCAST.saturated` of line rate or more with the queue above the threshold and
           `min_senders` or more, for `INCAST.min_s`; the same from 75% busy, or for less than `min_s`: don't care;
         * microburst: polls below saturation whose queue went above the threshold only in runs shorter than
-          `MICROBURST.max_run_s`; runs up to `MICROBURST.dont_care_run_s`, or less than `MICROBURST.min_above_s` above
-          in a poll, are don't care. Longer runs below saturation are a queue held up by something else (a
-          pause, a loop): neither kind."""
+          `MICROBURST.max_run_s`, those less than `MICROBURST.train_gap_s` apart one train (one incident); runs up
+          to `MICROBURST.dont_care_run_s`, or less than `MICROBURST.min_above_s` above in a poll, are don't care.
+          Longer runs below saturation are a queue held up by something else (a pause, a loop): neither kind."""
         rule, burst = INCAST, MICROBURST
         if len(self.rx_sent) < 2:
             return []
@@ -210,10 +210,22 @@ class Ledger:
                     f"overloaded {where} for {t[j + 1] - t[k]:g} s")  # fmt: skip
             for k, j in _runs(near_incast[:, i] & ~covered):
                 add("incast", k, j, True, f"congestion at {where} near saturation, short of an incast (don't care)")
-            for k, j in _runs(bursts[:, i]):
-                longest = float(run[k : j + 1, i].max()) * 1000
+            for k, j in _trains(bursts[:, i] | near_bursts[:, i], t, burst.train_gap_s):
+                if not bursts[k : j + 1, i].any():
+                    add("microburst", k, j, True, f"queueing at {where} near a microburst's edge (don't care)")
+                    continue
+                longest = float(run[k : j + 1, i][bursts[k : j + 1, i]].max()) * 1000
                 add("microburst", k, j, False, f"microbursts (emergent) into {where}: its queue above the ECN "
                     f"threshold in runs of {longest:.0f} ms at most, the port below saturation")  # fmt: skip
-            for k, j in _runs(near_bursts[:, i]):
-                add("microburst", k, j, True, f"queueing at {where} near a microburst's edge (don't care)")
         return out
+
+
+def _trains(mask: npt.NDArray[np.bool_], t: npt.NDArray[np.float64], gap_s: float) -> list[tuple[int, int]]:
+    """Runs of `mask` (poll intervals: interval k spans t[k]..t[k+1]) with those less than `gap_s` apart joined."""
+    out: list[tuple[int, int]] = []
+    for k, j in _runs(mask):
+        if out and t[k] - t[out[-1][1] + 1] < gap_s:
+            out[-1] = (out[-1][0], j)
+        else:
+            out.append((k, j))
+    return out

@@ -110,6 +110,9 @@ class MicroburstRule:
     #: less than this above the threshold in a poll leaves too few marks to tell from noise: don't care (a
     #: millisecond at 400G is 50 MB through the port; a handful of packets marked)
     min_above_s: float = 0.001
+    #: bursts at one port less than this apart are one train, one incident: a training job's collectives repeat
+    #: their bursts every iteration (sub-second to a few seconds), so a pause between them is not a new cause
+    train_gap_s: float = 10.0
 
 
 IMBALANCE = ImbalanceRule()
