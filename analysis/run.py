@@ -167,8 +167,11 @@ _ESTIMATES = {"inferred", "pause_frames_no_speed"}
 
 def capped_on_estimates(f: Finding) -> Finding:
     """A finding that rests on an estimate (`_ESTIMATES`) is never critical: a 400G uplink inferred at 100G
-    quadruples its utilization."""
+    quadruples its utilization. A finding the device itself declared critical (`critical_by_device`: a NIC
+    that had to stop its own pause) rests on no estimate for its severity."""
     ev = f.evidence
+    if ev.get("critical_by_device"):
+        return f
     said = {ev.get("speed_source"), *(ev.get("speed_sources") or {}).values(), *(ev.get("pause_evidence") or ())}
     estimates = sorted(str(x) for x in said & _ESTIMATES)
     if f.severity != "critical" or not estimates:

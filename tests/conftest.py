@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime as dt
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -114,10 +115,20 @@ LONGEST_FIRST = (
 )
 
 
+#: `scripts/test --full` sets it: the tests marked `full` run too (the default run keeps CI within 10 minutes on
+#: two cores; every real component and every detector's own cases still run in it).
+FULL = os.environ.get("ROCESCOPE_FULL_TESTS", "") not in ("", "0")
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     tests = Path(__file__).parent
     rank = {str(tests / name): i for i, name in enumerate(LONGEST_FIRST)}
     items.sort(key=lambda item: rank.get(str(item.path), len(rank)))
+    if not FULL:
+        skip = pytest.mark.skip(reason="a long run: scripts/test --full (ROCESCOPE_FULL_TESTS=1)")
+        for item in items:
+            if item.get_closest_marker("full"):
+                item.add_marker(skip)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -26,7 +26,12 @@ Scale", SIGCOMM 2016, on NIC pause storms):
   traffic names has no root to report (a loop or a spread nobody can follow);
 * a root's episodes on one priority closer than `merge_gap_s` are one storm, one finding, with the spread
   joined by following asserter -> paused device. When a PFC watchdog acted, the finding says so
-  (mitigated: storm detections, restorations and the packets it dropped).
+  (mitigated: storm detections, restorations and the packets it dropped); so it does when the root NIC's own
+  stall prevention fired (mlx5 `tx_pause_storm_warning_events`: the device sent pause without a break for its
+  warning watermark, 85% of the stall timeout and at least 80 ms; `tx_pause_storm_error_events`: for the whole
+  timeout, 8 s by default, after which it stops sending pause and its lossless traffic may drop). The kernel's
+  mlx5 documentation says these never count under normal overload, so a storm whose root NIC counted an error
+  event is critical however short.
 """
 
 from __future__ import annotations
@@ -49,6 +54,7 @@ NIC_PAUSED_US = "pfc_tx_pause_duration_us"
 PAUSE_FRAMES = "pfc_rx_pause"
 WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
 WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
+NIC_STALL_WARNING, NIC_STALL_ERROR = "pause_storm_warning_events", "pause_storm_error_events"
 KEYS = ["device", "port", "priority"]
 #: The fastest Ethernet port the catalog knows (bits/s): without a port's speed, its pause frames are read as
 #: time at this speed, where each frame buys the least time, so the share they give is a lower bound.
@@ -288,6 +294,24 @@ def _watchdog(ctx: Context, storm: list[Edge], start: dt.datetime, end: dt.datet
     }
 
 
+def _nic_stall(ctx: Context, root: str, start: dt.datetime, end: dt.datetime) -> dict[str, float] | None:
+    """What the root NIC's own stall prevention counted during the storm (None: nothing, or no such counters).
+    Its reads come every second or so, stamped by the host's clock: a read up to two intervals after the storm's
+    last stalled sample is still the storm's (the error event is what ends it)."""
+    if root not in ctx.fabric.hosts:
+        return None
+    rates = ctx.frames.rates([NIC_STALL_WARNING, NIC_STALL_ERROR], devices=[root])
+    late = dt.timedelta(seconds=2 * ctx.poll_s)
+    rows = rates.filter(pl.col("ts") > start, pl.col("ts") <= end + late, pl.col("delta") > 0)
+    if rows.is_empty():
+        return None
+    got = dict(rows.group_by("metric").agg(pl.col("delta").sum()).iter_rows())
+    return {
+        "warning_events": float(got.get(NIC_STALL_WARNING, 0.0)),
+        "error_events": float(got.get(NIC_STALL_ERROR, 0.0)),
+    }
+
+
 def detect(ctx: Context, p: StormParams) -> list[Finding]:
     edges = stalled_edges(ctx, p)
     roots = [
@@ -361,10 +385,12 @@ def _finding(ctx: Context, p: StormParams, storm: list[Edge], edges: list[Edge])
     jobs = ctx.fabric.jobs_at_refs([*root_refs, *paused_refs], start, end)
     hurt = ctx.fabric.jobs_at_refs([_ref(t.paused) for t in tree], start, end)
     watchdog = _watchdog(ctx, tree, start, end)
+    stall = _nic_stall(ctx, root, start, end)
+    broke = stall is not None and stall["error_events"] > 0
     held = f"{frac:.0%} of the time " if frac is not None else ""
     return Finding(
         kind="pfc_storm",
-        severity="critical" if seconds >= p.critical_seconds or spread else "warning",
+        severity="critical" if seconds >= p.critical_seconds or spread or broke else "warning",
         start=start,
         end=end,
         devices=tuple(dict.fromkeys([root, *(e.paused[0] for e in storm), *spread])),
@@ -376,6 +402,13 @@ def _finding(ctx: Context, p: StormParams, storm: list[Edge], edges: list[Edge])
             f"{storm[0].priority} {held}for {seconds:.0f} s"
             + (f"; the pause spread to {len(spread)} more device(s)" if spread else "")
             + ("; mitigated by the PFC watchdog" if watchdog else "")
+            + (
+                "; the NIC's stall prevention stopped its pause (its lossless traffic may drop)"
+                if broke
+                else "; the NIC's stall prevention warned"
+                if stall
+                else ""
+            )
         ),
         evidence={
             "root": root_refs[0],
@@ -394,6 +427,8 @@ def _finding(ctx: Context, p: StormParams, storm: list[Edge], edges: list[Edge])
                 for t in tree
             ],
             "watchdog": watchdog,
+            "nic_stall_prevention": stall,
+            "critical_by_device": "nic_stall_prevention" if broke else None,
             "speed_sources": ctx.speeds.sources([e.paused for e in storm]),
             "jobs_paused_by_spread": sorted(set(hurt) - set(jobs)),
         },

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.sim.scoring import Truth, score
 
@@ -56,10 +58,18 @@ def test_stricter_thresholds_find_nothing(land: Callable[..., Landed]) -> None:
             assert analyze(store, run.window, cfg, only=INCAST, write=False).findings == [], strict
 
 
-def test_no_incast_in_bursts_storms_deadlocks_polarization_flaps_or_clean_runs(land: Callable[..., Landed]) -> None:
-    short = {"baseline": 120, "polarization": 90, "link_flap": 90}
-    for name in ("baseline", "microburst", "pfc_storm", "pfc_deadlock", "polarization", "link_flap"):
-        run = land(name, duration_s=short.get(name))
-        with run.open() as store:
-            found = analyze(store, run.window, only=INCAST, write=False).findings
-        assert found == [], (name, [f.summary for f in found])
+@pytest.mark.parametrize(
+    "name",
+    [
+        "microburst",  # the confusion independent data showed (every microburst reported as an incast)
+        *(pytest.param(n, marks=pytest.mark.full) for n in ("baseline", "pfc_storm", "pfc_deadlock", "polarization")),
+        pytest.param("link_flap", marks=pytest.mark.full),
+    ],
+)
+def test_no_incast_in_bursts_storms_deadlocks_polarization_flaps_or_clean_runs(
+    land: Callable[..., Landed], name: str
+) -> None:
+    run = land(name, duration_s=120 if name == "baseline" else None)
+    with run.open() as store:
+        found = analyze(store, run.window, only=INCAST, write=False).findings
+    assert found == [], (name, [f.summary for f in found])

@@ -84,7 +84,10 @@ def _rewrite(store: Any, table: str, columns: dict[str, str]) -> None:
 
 @pytest.mark.parametrize(
     ("scenario", "profile", "switch_lldp"),
-    [("incast", "sonic-spectrum", False), ("pfc_deadlock", "ideal", True)],
+    [
+        ("incast", "sonic-spectrum", False),
+        pytest.param("pfc_deadlock", "ideal", True, marks=pytest.mark.full),  # the same join, from both sides' LLDP
+    ],
     ids=["hosts-lldp-only-port-aliases", "switch-lldp-by-system-name"],
 )
 def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_names(

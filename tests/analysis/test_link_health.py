@@ -6,6 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+import pytest
+
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.sim.scenario import Scenario, load_scenario
 from rocescope.sim.scoring import score
@@ -79,6 +81,7 @@ def test_drops_on_the_lossless_priority_without_pause_are_a_pfc_misconfig(land: 
     assert _find(run, overrides_from({"link_health": {"min_lossless_drops": 1e9}})) == []
 
 
+@pytest.mark.full  # a sweep of negative controls over other kinds' runs (the exam measures it: precision)
 def test_healthy_links_and_working_pfc_find_nothing(land: Callable[..., Landed]) -> None:
     for name in ("baseline", "pfc_storm"):  # the other kinds' scenarios: `rocescope eval`
         run = land(name, duration_s=120 if name == "baseline" else None)

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from rocescope.analysis.detectors.pfc_deadlock import shortest_cycle, strongly_connected
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.sim.scoring import score
@@ -40,6 +42,7 @@ def test_a_longer_minimum_than_the_loop_finds_nothing(land: Callable[..., Landed
         assert analyze(store, run.window, cfg, only=DEADLOCK, write=False).findings == []
 
 
+@pytest.mark.full  # a sweep of negative controls over other kinds' runs (the exam measures it: precision)
 def test_storms_and_congestion_are_not_deadlocks(land: Callable[..., Landed]) -> None:
     for name in ("baseline", "pfc_storm", "incast", "pfc_misconfig"):
         run = land(name, duration_s=120 if name == "baseline" else None)

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.sim.scoring import score
 
@@ -36,6 +38,7 @@ def test_a_longer_watchdog_time_than_the_storm_finds_nothing(land: Callable[...,
         assert analyze(store, run.window, cfg, only=STORM, write=False).findings == []
 
 
+@pytest.mark.full  # a sweep of negative controls over other kinds' runs (the exam measures it: precision)
 def test_congestion_pauses_and_deadlocks_are_not_storms(land: Callable[..., Landed]) -> None:
     for name in ("baseline", "incast", "pfc_deadlock", "pfc_misconfig"):
         run = land(name, duration_s=120 if name == "baseline" else None)

@@ -60,6 +60,7 @@ def test_independent_seeds_with_few_elephant_flows_are_not_polarization(land: Ca
         assert analyze(store, run.window, loose, only=POL, write=False).findings  # the thresholds are what holds
 
 
+@pytest.mark.full  # a sweep of negative controls over other kinds' runs (the exam measures it: precision)
 def test_other_runs_are_not_polarization(land: Callable[..., Landed]) -> None:
     for name in ("baseline", "pfc_deadlock", "link_flap"):
         run = land(name, duration_s=120 if name == "baseline" else None)

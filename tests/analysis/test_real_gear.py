@@ -398,6 +398,32 @@ def test_a_storm_the_switchs_30_s_counters_average_away_is_found_by_the_nics_own
     assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 1.5
 
 
+def test_a_storm_the_nics_stall_prevention_broke_is_critical_and_says_so(store: Store, now: dt.datetime) -> None:
+    """mlx5's device-stall prevention at its defaults (kernel mlx5 en_ethtool.c: an 8 s timeout, the warning at
+    85% of it): a NIC that sent pause without a break counts a warning at 6.8 s and an error at 8 s, when it stops
+    sending pause (its lossless traffic may then drop). An 8 s storm is short of the 10 s critical bar; the
+    NIC's own word that it had to break the storm makes it critical."""
+    t = Telemetry(now, 120)
+    fabric(t)
+    stuck, on = "gpu-04", (40.0, 48.0)
+    for i, host in enumerate(HOSTS, start=1):
+        port, clock = PORTS[host], nic_clock(i)
+        t.counter("leaf1", "switch", port, "tx_bytes", steps((*on, 0.0), base=0.3 * LINE) if host == stuck else
+                  steps(base=0.3 * LINE), PORT_CLOCK)  # fmt: skip
+        t.counter("leaf1", "switch", port, "pfc_rx_pause", steps((*on, 20000.0)) if host == stuck else steps(),
+                  PORT_CLOCK, 3)  # fmt: skip
+        warned = steps((46.8, 46.9, 10.0)) if host == stuck else steps()
+        broke = steps((48.0, 48.1, 10.0)) if host == stuck else steps()
+        t.counter(host, "nic", "eth0", "pause_storm_warning_events", warned, clock)
+        t.counter(host, "nic", "eth0", "pause_storm_error_events", broke, clock)
+    t.land(store)
+    (storm,) = found(store, t, "pfc_storm")
+    assert storm.evidence["root"] == f"{stuck}:eth0" and storm.severity == "critical"
+    assert storm.evidence["nic_stall_prevention"] == {"warning_events": 1.0, "error_events": 1.0}
+    assert "stall prevention stopped its pause" in storm.summary
+    assert (storm.end - storm.start).total_seconds() < 10
+
+
 def test_uplinks_held_paused_by_switches_no_lldp_names_are_no_storm_of_unknown_root(
     store: Store, now: dt.datetime
 ) -> None:
