@@ -22,6 +22,7 @@ from typing import Any
 import polars as pl
 
 from rocescope.analysis.names import renamed, same_devices
+from rocescope.catalog import METRICS
 from rocescope.errors import SchemaError
 from rocescope.pipeline.migrations import (
     SERIES,
@@ -30,7 +31,9 @@ from rocescope.pipeline.migrations import (
     SOURCE_SERIES,
     counter_delta_sql,
     delta_seconds_sql,
+    fresh_reads_sql,
     max_rate_sql,
+    refresh_groups_sql,
 )
 from rocescope.pipeline.store import Store, query_polars
 
@@ -43,6 +46,8 @@ LOOKBACK_S = 125.0
 
 #: One (series, source) as one string, for a NOT IN list (`Frames.shadowed_sources`).
 _SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
+#: The metrics whose values are counts (rated by differences), where re-sent values matter.
+COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
 
 TS = pl.Datetime("ns", "UTC")
 
@@ -187,6 +192,7 @@ class Frames:
         #: stepped back, a stale value re-sent (each counted once, whichever detectors asked)
         self.dropped: dict[str, int] = {}
         self._shadowed: list[str] | None = None
+        self._resent: dict[str, tuple[float, float]] | None = None
 
     def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
         if key not in self._cache:
@@ -225,6 +231,31 @@ FROM (
                 log.info("%d counter series landed by more than one source: each rated from one", len(shadowed))
         return self._shadowed
 
+    def _one_source(self) -> str:
+        """The filter that keeps one source per counter series (`shadowed_sources`), or nothing."""
+        return f" AND concat({_SERIES_KEY}) NOT IN {{shadowed:Array(String)}}" if self.shadowed_sources() else ""
+
+    def resent_groups(self) -> dict[str, tuple[float, float]]:
+        """Refresh groups (device|metric|source) whose target re-sends unchanged values between refreshes, with
+        their refresh period and read interval in seconds (`refresh_groups_sql`). One scan of the window's
+        counters, once; empty (and no cost to any rate query) where every group is refreshed as it is read."""
+        if self._resent is None:
+            one_source = self._one_source()
+            samples = f"""
+                SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
+                WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+                    AND metric IN {{metrics:Array(String)}}{one_source}"""  # noqa: S608 - placeholders only
+            frame = self._query(("resent",), refresh_groups_sql(samples), self._params(COUNTER_METRICS))
+            self._resent = {str(k): (float(r), float(g)) for k, r, g in frame.iter_rows()} if frame.height else {}
+            if self._resent:
+                log.info(
+                    "%d counter groups re-send unchanged values between refreshes (e.g. %s every %.0f s): "
+                    "the re-sends are no reads",
+                    len(self._resent),
+                    *next((k, r) for k, (r, _) in self._resent.items()),
+                )
+        return self._resent
+
     def _params(self, metrics: Sequence[str], extra: Mapping[str, Any] | None = None) -> dict[str, Any]:
         p: dict[str, Any] = {
             "lo": self.window.start - self.lookback,
@@ -234,6 +265,10 @@ FROM (
         }
         if self._shadowed:
             p["shadowed"] = self._shadowed
+        if self._resent:
+            p["resent"] = list(self._resent)
+            p["refresh_s"] = [r for r, _ in self._resent.values()]
+            p["read_s"] = [g for _, g in self._resent.values()]
         p.update(extra or {})
         return p
 
@@ -268,7 +303,7 @@ FROM (
         filters = self._filters(roles, priorities, devices)
         # a counter two sources land (gNMI and SNMP, two collector shards) is rated from one of them, never from
         # both interleaved (`shadowed_sources`)
-        one_source = f" AND concat({_SERIES_KEY}) NOT IN {{shadowed:Array(String)}}" if self.shadowed_sources() else ""
+        one_source = self._one_source()
         moved = (
             f"""
                 AND ({SERIES}) IN (
@@ -279,6 +314,10 @@ FROM (
             if changed_only
             else ""
         )
+        samples = f"""
+                SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
+                WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+                    AND metric IN {{metrics:Array(String)}}{filters}{moved}{one_source}"""  # noqa: S608 - placeholders only
         return f"""
     SELECT ts, device, role, port, priority, metric, delta, dt_s FROM (
         SELECT ts, device, role, port, priority, metric, n,
@@ -286,9 +325,7 @@ FROM (
         FROM (
             SELECT ts, device, role, port, priority, metric, value, source, raw_name,
                 {SERIES_LAGS}
-            FROM counters
-            WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
-                AND metric IN {{metrics:Array(String)}}{filters}{moved}{one_source}
+            FROM ({fresh_reads_sql(samples) if self.resent_groups() else samples})
             {SERIES_WINDOW}
         )
     )

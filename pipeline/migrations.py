@@ -29,6 +29,9 @@ SERIES = ", ".join(schema.COUNTER_SERIES)
 #: every other sample a "reset").
 SOURCE_SERIES = f"{SERIES}, source"
 
+#: One (series, source) as one string.
+_SOURCE_SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
+
 #: Values a 32-bit counter can hold; a drop from near this to near zero is a wrap, not a reset.
 _WRAP32 = 2**32
 _WRAP64 = 2**64
@@ -81,6 +84,107 @@ SERIES_LAGS = f"""lagInFrame(value) OVER w AS prev_value, lagInFrame(ts) OVER w 
         lagInFrame(value, 2) OVER w AS before_value, lagInFrame(ts, 2) OVER w AS before_ts,
         row_number() OVER w AS n, raw_name IN ({", ".join(repr(n) for n in sorted(COUNTER32_RAW_NAMES))}) AS wraps32"""
 SERIES_WINDOW = f"WINDOW w AS (PARTITION BY {SOURCE_SERIES} ORDER BY ts ASC ROWS BETWEEN 2 PRECEDING AND CURRENT ROW)"
+
+
+#: The columns of a counter sample that the re-send rules pass through.
+_SAMPLE = "ts, device, role, port, priority, metric, value, source, raw_name"
+#: One refresh group: the metric on one device as one source delivers it (SONiC refreshes COUNTERS_DB per
+#: flex-counter group and device: every port's queue counters at once).
+REFRESH_GROUP = "device, '|', metric, '|', source"
+#: Refresh-group inference (`refresh_groups_sql`): at least this many value changes in the group, ...
+MIN_CHANGES = 8
+#: ... this share of the spacings between a series' changes within half a read of a multiple of the group's
+#: shortest one (a counter refreshed every r seconds can only change r, 2r, 3r... apart; errors that come when
+#: they please do not line up so) ...
+MIN_REGULAR_SHARE = 0.9
+#: ... and the shortest at least this many reads: a group refreshed as often as it is read has no re-sends.
+MIN_READS_PER_REFRESH = 2.0
+
+
+def _changes_sql(rows: str) -> str:
+    """`rows` (counter samples) with, per sample, whether its value changed from the previous one of its series
+    (`changed`; a series' first sample is no change), the seconds since that previous sample (`gap_s`) and
+    since the series' last change before it (`since_s`, NULL before its first; for a changed sample, `spacing_s`:
+    the spacing of two changes)."""
+    series = f"PARTITION BY {SOURCE_SERIES}"
+    since = "if(last_change IS NULL, NULL, dateDiff('nanosecond', last_change, ts) / 1e9)"
+    return f"""
+    SELECT *, {since} AS since_s, if(changed, {since}, NULL) AS spacing_s
+    FROM (
+        SELECT {_SAMPLE}, n, changed, gap_s,
+            max(if(changed, ts, NULL)) OVER ({series} ORDER BY ts ASC
+                ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) AS last_change
+        FROM (
+            SELECT {_SAMPLE}, row_number() OVER r AS n, n > 1 AND value != lagInFrame(value) OVER r AS changed,
+                if(n = 1, NULL, dateDiff('nanosecond', lagInFrame(ts) OVER r, ts) / 1e9) AS gap_s
+            FROM ({rows})
+            WINDOW r AS ({series} ORDER BY ts ASC ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        )
+    )"""
+
+
+def _candidate_series_sql(rows: str) -> str:
+    """The series (`_SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
+    group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
+    `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
+    series that changed at all. Groups refreshed as often as they are read (nearly all) stop here."""
+    group = REFRESH_GROUP.replace(", '|', ", ", ")
+    return f"""
+    SELECT key FROM (
+        SELECT concat({_SOURCE_SERIES_KEY}) AS key, changes, sum(changes) OVER g AS group_changes,
+            max(changes * {MIN_READS_PER_REFRESH} - (reads - 1)) OVER g AS too_often
+        FROM (
+            SELECT {SOURCE_SERIES}, count() AS reads, uniqExact(value) - 1 AS changes FROM ({rows})
+            GROUP BY {SOURCE_SERIES}
+        )
+        WINDOW g AS (PARTITION BY {group})
+    )
+    WHERE changes > 0 AND group_changes >= {MIN_CHANGES} AND too_often <= 0"""
+
+
+def refresh_groups_sql(rows: str) -> str:
+    """The refresh groups (`REFRESH_GROUP` key, `refresh_s`, `read_s`) among `rows` (counter samples) whose
+    target re-sends values between refreshes, as SQL.
+
+    SONiC's gNMI server under SAMPLE sends the current COUNTERS_DB value on every tick, changed or not, stamped
+    with the send time, while COUNTERS_DB refreshes queue counters every 10 s and watermarks every 60 s: read
+    each second, a queue counter is nine zeros and one 10x jump. A group's refresh period is inferred from its
+    values: the shortest spacing between a series' changes, when the group changed at least `MIN_CHANGES`
+    times, that spacing is `MIN_READS_PER_REFRESH` reads (the median spacing of samples) or more, and the
+    spacings are multiples of it (`MIN_REGULAR_SHARE`). Groups refreshed as often as they are read, rare
+    events and groups with few changes are none."""
+    moving = f"SELECT * FROM ({rows}) WHERE concat({_SOURCE_SERIES_KEY}) IN ({_candidate_series_sql(rows)})"
+    return f"""
+    SELECT key, group_refresh_s AS refresh_s, group_read_s AS read_s FROM (
+        SELECT concat({REFRESH_GROUP}) AS key, any(refresh_s) AS group_refresh_s, any(read_s) AS group_read_s,
+            countIf(changed) AS changes,
+            avgIf(abs(spacing_s - refresh_s * round(spacing_s / refresh_s)) <= 0.5 * read_s, spacing_s IS NOT NULL)
+                AS regular
+        FROM (
+            SELECT *, min(spacing_s) OVER g AS refresh_s, median(gap_s) OVER g AS read_s
+            FROM ({_changes_sql(moving)})
+            WINDOW g AS (PARTITION BY {REFRESH_GROUP.replace(", '|', ", ", ")})
+        )
+        GROUP BY key
+    )
+    WHERE changes >= {MIN_CHANGES} AND group_refresh_s >= {MIN_READS_PER_REFRESH} * group_read_s
+        AND regular >= {MIN_REGULAR_SHARE}"""
+
+
+def fresh_reads_sql(rows: str) -> str:
+    """`rows` (counter samples) without the values re-sent between refreshes, as SQL: in a group of the
+    parameters `resent` (keys), `refresh_s` and `read_s` (`refresh_groups_sql`), an unchanged value read less
+    than a refresh (and half a read) after its series' last change is a re-send, no read; the next change then
+    spans the time since the last one. An unchanged value read a whole refresh later is a real read of a counter
+    that did not move."""
+    return f"""
+    SELECT {_SAMPLE} FROM (
+        SELECT *, indexOf({{resent:Array(String)}}, concat({REFRESH_GROUP})) AS g
+        FROM ({_changes_sql(rows)})
+    )
+    WHERE g = 0 OR changed OR n = 1 OR ifNull(
+        since_s >= arrayElement({{refresh_s:Array(Float64)}}, g) + 0.5 * arrayElement({{read_s:Array(Float64)}}, g),
+        0)"""
 
 
 def _stepped_over_sql() -> str:

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+import polars as pl
 import pyarrow as pa
+import pytest
 
 from rocescope.analysis.frames import Frames, Window
 from rocescope.pipeline.batch import conform
@@ -113,3 +115,44 @@ def test_a_series_read_every_minute_has_its_first_rate_in_the_window(any_store: 
     assert Frames(any_store, Window(now + dt.timedelta(seconds=5), now + dt.timedelta(seconds=60))).rates(
         ["pfc_rx_pause"]
     )["rate"].to_list() == [100.0]
+
+
+def _resent(now: dt.datetime, port: str, rate: float, refresh: int, offset: float, seconds: int = 60) -> pa.Table:
+    """A SONiC queue counter as its gNMI server sends it under SAMPLE every second: the value COUNTERS_DB last
+    refreshed (every `refresh` s, `offset` into the second the read lands in), stamped with the send time."""
+    samples = [(t + offset, 5e6 + rate * refresh * (t // refresh)) for t in range(seconds + 1)]
+    return rows(now, samples, "queue_ecn_marked_packets", port, raw_name="SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS")
+
+
+def test_values_re_sent_between_refreshes_are_no_reads(any_store: Store, now: dt.datetime) -> None:
+    """Queue counters refreshed every 10 s and sent every second: read as nine zeros and one 10x jump, a steady
+    1,000 marks/s was a "burst" of 10,000/s every 10 s. The re-sends are no reads: every rate is the steady one.
+    A port that stops marking reads zero a refresh after its last change (a real read of a still counter)."""
+    for i in range(4):
+        any_store.insert("counters", _resent(now, f"Ethernet{i}", 1000.0, 10, 0.2 + 0.05 * i))
+    still = [(t + 0.3, 7e6 + (1000.0 * 10 * min(t // 10, 3))) for t in range(61)]  # stops after 30 s
+    any_store.insert("counters", rows(now, still, "queue_ecn_marked_packets", "Ethernet9"))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    got = frames.rates(["queue_ecn_marked_packets"]).sort("ts")
+    busy = got.filter(pl.col("port") != "Ethernet9")
+    assert busy.height >= 4 * 5 and busy["rate"].min() == pytest.approx(1000.0, rel=0.15)
+    assert busy["rate"].max() == pytest.approx(1000.0, rel=0.15)
+    stopped = got.filter(pl.col("port") == "Ethernet9").sort("ts")
+    assert stopped["rate"].max() == pytest.approx(1000.0, rel=0.15)
+    assert stopped.filter(pl.col("ts") > now + dt.timedelta(seconds=45))["rate"].to_list()[:1] == [0.0]
+
+
+def test_a_counter_refreshed_as_often_as_it_is_read_keeps_every_read(any_store: Store, now: dt.datetime) -> None:
+    """Port counters refreshed every second and read every second: an idle spell's unchanged reads are reads
+    (a stalled port's transmit counter is the stall's evidence), and rare errors, whatever their spacing, keep
+    the second they came in."""
+    stall = [(t + 0.3, 1e9 + 5e9 * min(t, 20) + 5e9 * max(0, t - 40)) for t in range(61)]  # still from 20 to 40 s
+    any_store.insert("counters", rows(now, stall, "tx_bytes", "Ethernet0", raw_name="SAI_PORT_STAT_IF_OUT_OCTETS"))
+    errors = [(t + 0.3, 10 * sum(1 for e in (7, 19, 33, 46, 52, 55) if e <= t)) for t in range(61)]
+    for i in range(1, 9):  # rare error bursts, a few seconds apart, on eight ports
+        any_store.insert("counters", rows(now, errors, "fcs_errors", f"Ethernet{i}", raw_name="SAI_PORT_STAT_X"))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    tx = frames.rates(["tx_bytes"])
+    assert tx.height == 59 and tx.filter(pl.col("rate") == 0).height == 20  # 60 reads in the window
+    fcs = frames.rates(["fcs_errors"]).filter(pl.col("port") == "Ethernet1")
+    assert fcs.height == 59 and sorted(fcs["rate"].to_list())[-6:] == [10.0] * 6
