@@ -29,6 +29,7 @@ from rocescope.pipeline.migrations import (
     SERIES_LAGS,
     SERIES_WINDOW,
     SOURCE_SERIES,
+    SOURCE_SERIES_KEY,
     counter_delta_sql,
     delta_seconds_sql,
     fresh_reads_sql,
@@ -44,8 +45,6 @@ log = logging.getLogger(__name__)
 #: device's read phase; at 30 s, every window read at 60 s lost its first rate.
 LOOKBACK_S = 125.0
 
-#: One (series, source) as one string, for a NOT IN list (`Frames.shadowed_sources`).
-_SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
 
@@ -203,7 +202,7 @@ class Frames:
         return self._cache[key]
 
     def shadowed_sources(self) -> list[str]:
-        """The (series, source) keys (`_SERIES_KEY`) of counters that another source delivered more samples of in
+        """The (series, source) keys (`SOURCE_SERIES_KEY`) of counters that another source delivered more samples of in
         the window (ties: the source named last wins): each series is rated from one source. One scan of the
         window's counters, once; empty (and no cost to any rate query) where every series has one source."""
         if self._shadowed is None:
@@ -233,7 +232,7 @@ FROM (
 
     def _one_source(self) -> str:
         """The filter that keeps one source per counter series (`shadowed_sources`), or nothing."""
-        return f" AND concat({_SERIES_KEY}) NOT IN {{shadowed:Array(String)}}" if self.shadowed_sources() else ""
+        return f" AND concat({SOURCE_SERIES_KEY}) NOT IN {{shadowed:Array(String)}}" if self.shadowed_sources() else ""
 
     def resent_groups(self) -> dict[str, tuple[float, float]]:
         """Refresh groups (device|metric|source) whose target re-sends unchanged values between refreshes, with

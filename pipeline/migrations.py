@@ -29,8 +29,8 @@ SERIES = ", ".join(schema.COUNTER_SERIES)
 #: every other sample a "reset").
 SOURCE_SERIES = f"{SERIES}, source"
 
-#: One (series, source) as one string.
-_SOURCE_SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
+#: One (series, source) as one string (a key for IN lists).
+SOURCE_SERIES_KEY = "metric, '|', device, '|', port, '|', toString(priority), '|', source"
 
 #: Values a 32-bit counter can hold; a drop from near this to near zero is a wrap, not a reset.
 _WRAP32 = 2**32
@@ -124,14 +124,14 @@ def _changes_sql(rows: str) -> str:
 
 
 def _candidate_series_sql(rows: str) -> str:
-    """The series (`_SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
+    """The series (`SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
     group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
     `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
     series that changed at all. Groups refreshed as often as they are read (nearly all) stop here."""
     group = REFRESH_GROUP.replace(", '|', ", ", ")
     return f"""
     SELECT key FROM (
-        SELECT concat({_SOURCE_SERIES_KEY}) AS key, changes, sum(changes) OVER g AS group_changes,
+        SELECT concat({SOURCE_SERIES_KEY}) AS key, changes, sum(changes) OVER g AS group_changes,
             max(changes * {MIN_READS_PER_REFRESH} - (reads - 1)) OVER g AS too_often
         FROM (
             SELECT {SOURCE_SERIES}, count() AS reads, uniqExact(value) - 1 AS changes FROM ({rows})
@@ -153,7 +153,7 @@ def refresh_groups_sql(rows: str) -> str:
     times, that spacing is `MIN_READS_PER_REFRESH` reads (the median spacing of samples) or more, and the
     spacings are multiples of it (`MIN_REGULAR_SHARE`). Groups refreshed as often as they are read, rare
     events and groups with few changes are none."""
-    moving = f"SELECT * FROM ({rows}) WHERE concat({_SOURCE_SERIES_KEY}) IN ({_candidate_series_sql(rows)})"
+    moving = f"SELECT * FROM ({rows}) WHERE concat({SOURCE_SERIES_KEY}) IN ({_candidate_series_sql(rows)})"
     return f"""
     SELECT key, group_refresh_s AS refresh_s, group_read_s AS read_s FROM (
         SELECT concat({REFRESH_GROUP}) AS key, any(refresh_s) AS group_refresh_s, any(read_s) AS group_read_s,
