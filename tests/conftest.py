@@ -115,8 +115,8 @@ LONGEST_FIRST = (
 )
 
 
-#: `scripts/test --full` sets it: the tests marked `full` run too (the default run keeps CI within 10 minutes on
-#: two cores; every real component and every detector's own cases still run in it).
+#: `scripts/test --full` sets it: the tests marked `full` run too (the default run is what CI runs, which should
+#: take under 10 minutes on two cores; every real component and every detector's own cases still run in it).
 FULL = os.environ.get("ROCESCOPE_FULL_TESTS", "") not in ("", "0")
 
 

@@ -62,8 +62,10 @@ def test_stricter_thresholds_find_nothing(land: Callable[..., Landed]) -> None:
     "name",
     [
         "microburst",  # the confusion independent data showed (every microburst reported as an incast)
-        *(pytest.param(n, marks=pytest.mark.full) for n in ("baseline", "pfc_storm", "pfc_deadlock", "polarization")),
-        pytest.param("link_flap", marks=pytest.mark.full),
+        *(
+            pytest.param(n, marks=pytest.mark.full)
+            for n in ("baseline", "pfc_storm", "pfc_deadlock", "polarization", "link_flap")
+        ),
     ],
 )
 def test_no_incast_in_bursts_storms_deadlocks_polarization_flaps_or_clean_runs(
