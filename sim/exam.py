@@ -25,6 +25,7 @@ import numpy as np
 from rocescope.sim.evaluate import SCENARIOS, PlannedRun
 from rocescope.sim.profile import profile_names
 from rocescope.sim.scenario import Incast, IncidentModel, Microburst, Scenario, load_scenario
+from rocescope.sim.topology import host_name
 
 __all__ = ["EXAM_FLOOR", "MIN_HOSTS", "MIN_RAILS", "MIN_SECONDS", "exam_scenario", "plan_exam", "seed_base"]
 
@@ -55,7 +56,7 @@ def exam_scenario(name: str) -> Scenario:
     fabric = dataclasses.replace(
         sc.fabric, hosts=max(sc.fabric.hosts, MIN_HOSTS), rails=max(sc.fabric.rails, MIN_RAILS)
     )
-    hosts = [f"gpu-{n:03d}" for n in range(1, sc.fabric.hosts + 1)]
+    hosts = [host_name(n) for n in range(1, sc.fabric.hosts + 1)]
     incidents = [_pinned(inc, hosts) for inc in sc.incidents]
     return sc.model_copy(update={"fabric": fabric, "duration": max(sc.duration, MIN_SECONDS), "incidents": incidents})
 

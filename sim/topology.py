@@ -159,6 +159,11 @@ class Link(NamedTuple):
     peer_port: str
 
 
+def host_name(number: int) -> str:
+    """The n-th host of a fabric (1-based), as every simulated fabric names it."""
+    return f"gpu-{number:03d}"
+
+
 def switch_port_name(number: int) -> str:
     """SONiC name of front-panel port `number` (0-based): Ethernet0, Ethernet4, ..."""
     return f"Ethernet{number * PORT_STEP}"
@@ -177,7 +182,7 @@ class Topology:
             )
         else:
             self.leaves = tuple(Device(f"leaf-{i + 1:02d}", "leaf", i + 1) for i in range(s.leaf_count))
-        self.hosts: tuple[Device, ...] = tuple(Device(f"gpu-{n:03d}", "host", n) for n in range(1, s.hosts + 1))
+        self.hosts: tuple[Device, ...] = tuple(Device(host_name(n), "host", n) for n in range(1, s.hosts + 1))
         self._devices = {d.name: d for d in (*self.spines, *self.leaves, *self.hosts)}
 
         # (device, port number, kind, peer device, peer port number, speed): both ends of every cable
