@@ -3,7 +3,8 @@
 Each incident kind becomes engine knob calls scheduled at its window (its traffic, built by
 `rocescope.sim.traffic`, is held stopped outside the window):
 
-* incast: the fan-in streams back to back; microburst: the same in short bursts every `period`.
+* incast: the fan-in streams back to back; microburst: the same in short bursts every `period` (the kind
+  of the truth is what the receiver's port made of it, labelled after the run: `World.mark_emergent`).
 * pfc_storm: `pause_storm` on a NIC or switch port (mitigated when the engine runs the PFC watchdog).
 * pfc_deadlock: the loop's flows forced round leaf-spine-leaf-spine until `end`.
 * cnp_loss: `cnp_loss` on a sender NIC (all or part of its CNPs never handled).

@@ -132,7 +132,9 @@ class World:
         def overlaps(t: GroundTruth, ev: Event, slack: float = 0.0) -> bool:
             return t.start_s < ev.end_s and t.end_s + slack > ev.start_s
 
-        for ev in [*self.ledger.imbalance(), *self.ledger.congestion()]:
+        congestion = self.ledger.congestion()
+        self._label_fan_in(congestion)
+        for ev in [*self.ledger.imbalance(), *congestion]:
             where = f"{ev.port.device}:{ev.port.name}"
             if ev.kind == "ecmp_imbalance":
                 near = {ev.port.device, ev.port.peer_device}
@@ -155,6 +157,35 @@ class World:
                     dont_care=ev.dont_care,
                 )
             )  # fmt: skip
+
+    def _label_fan_in(self, events: list[Event]) -> None:
+        """Injected fan-in takes its kind from what its receiver's port did, by the kinds' definitions
+        (`rocescope.sim.truth`): the scenario says who sends, the physics what that became. Senders that DCQCN
+        holds below the line rate between bursts make microbursts, not an incast; bursts that merge at a busy
+        port make an incast; a port near the definitions' edges is don't care; a queue that never went above the
+        ECN threshold showed nothing (unobservable)."""
+        after = self.scenario.poll_interval_s
+        for i, t in enumerate(self.truth):
+            if t.kind not in ("incast", "microburst") or not t.observable or t.dont_care:
+                continue
+            there = [
+                ev
+                for ev in events
+                if f"{ev.port.device}:{ev.port.name}" in t.anchor
+                and ev.start_s < t.end_s + after
+                and ev.end_s > t.start_s
+            ]
+            kinds = {ev.kind for ev in there if not ev.dont_care}
+            kind = "incast" if "incast" in kinds else "microburst" if kinds else None
+            if kind is None and there:
+                self.truth[i] = replace(t, dont_care=True, description=f"{t.description}; its port stayed at the "
+                                        "definitions' edges (don't care)")  # fmt: skip
+            elif kind is None:
+                self.truth[i] = replace(t, observable=False, description=f"{t.description}; its queue never went "
+                                        "above the ECN threshold (unobservable)")  # fmt: skip
+            elif kind != t.kind:
+                became = next(ev.what for ev in there if ev.kind == kind and not ev.dont_care)
+                self.truth[i] = replace(t, kind=kind, description=f"{t.description}; by the definitions: {became}")
 
     def _jobs_crossing(self, ev: Event) -> tuple[str, ...]:
         """Placed jobs with a flow crossing the event's port while it lasted."""

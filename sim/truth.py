@@ -3,9 +3,11 @@ must name to match it, the telemetry that can resolve it, and the band that is n
 
 The truth borrows nothing from the detectors (`rocescope.analysis`): it is written from the engine's own state
 (flows, queues, pauses, link states) by the definitions below, each with its physical source. Injected
-incidents are labelled where they are armed (`rocescope.sim.arming`); events the traffic makes by itself
-(hash collisions, congestion) are labelled after the run by `rocescope.sim.emergent` with the same
-definitions, in every run including clean baselines.
+incidents are labelled where they are armed (`rocescope.sim.arming`); injected fan-in takes its kind from
+what its receiver's port did, after the run (`World.mark_emergent`: senders that DCQCN holds below line rate
+between bursts make microbursts, however the scenario names them); events the traffic makes by itself (hash
+collisions, congestion) are labelled after the run by `rocescope.sim.emergent` with the same definitions, in
+every run including clean baselines.
 
 The rules were written before any detector was measured against them; no rule names a seed.
 

@@ -13,7 +13,11 @@ the last read):
   60 s, one peak per read), ECN-marked packets of the queue (often every 10 s), the receiver NIC's CNPs
   sent (every second); each sample covers its own interval, so they are laid over the port's transmit
   samples by time, never joined on a timestamp (`align`);
-* the port's utilization is its transmit rate over its speed (reported, or inferred: `speeds.py`);
+* the port's utilization is its transmit rate over its speed (reported, or inferred: `speeds.py`); its *load*
+  is its transmit rate over what its peer's pauses left of that speed. An egress queue grows only while
+  arrivals exceed its service rate, and a port with a queue transmits whenever it is not paused, so a port
+  whose queue stands for a whole sample runs at `saturated_load` or more: sustained overload (an incast) is
+  told from bursts shorter than a sample (microbursts) by the port's own rate, at any background load;
 * senders: NICs handling CNPs (reaction points cut by the receiver's notifications), NICs their leaf held
   back with PFC pauses (one whose NIC ignores or drops CNPs shows only that; paused most of the time is
   still sending), and NICs the sampled packets show sending to the receiver. A NIC with a QP to the
@@ -27,12 +31,13 @@ the last read):
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
 from pydantic import Field
 
-from rocescope.analysis.align import covering, with_intervals
+from rocescope.analysis.align import covering, mean_over, with_intervals
 from rocescope.analysis.detectors.base import Context, Params
 from rocescope.analysis.fabric import with_ifaces
 
@@ -61,6 +66,16 @@ class FanInParams(Params):
         10.0, gt=0, description="Pause frames/s a leaf sends towards a NIC that hold it back (no pause duration)."
     )
     min_senders: int = Field(2, ge=0, description="Sender NICs needed (the N of N-to-1).")
+    saturated_load: float = Field(
+        0.9,
+        gt=0,
+        le=1,
+        description="Transmit share of what pauses left of the line rate at which a sample was saturated: a "
+        "standing queue keeps its port transmitting whenever it is not paused (queueing: an egress queue grows only "
+        "while arrivals exceed its service rate); 0.9 leaves room for the Ethernet framing of small frames (a 1 KB "
+        "frame carries 2% preamble and gap) and for the rate error of clocks read about a second apart (the exam's "
+        "incast definition: at least 90% of line rate with the queue above the ECN threshold).",
+    )
     lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that run PFC and ECN (RoCE).")
 
 
@@ -119,6 +134,33 @@ def port_utilization(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:
             pl.when(pl.col("speed_Bps") > 0).then(pl.col("tx_Bps") / pl.col("speed_Bps")).alias("utilization")
         )
     )
+
+
+def port_load(ctx: Context, ports: pl.DataFrame, lossless: Sequence[int]) -> pl.DataFrame:
+    """`port_utilization` with `paused` (the share of each transmit sample the port's peer held it paused on a
+    lossless priority) and `load` (the transmit rate over what the pauses left of the line rate; null for a port
+    paused nine tenths of the time or more: a storm's victim, whose rate says nothing of what is offered to it)."""
+    util = port_utilization(ctx, ports)
+    held = _held_paused(ctx, util, lossless)
+    util = util.join(held, on=["device", "port", "ts"], how="left").with_columns(pl.col("paused").fill_null(0.0))
+    room = 1.0 - pl.col("paused")
+    return util.with_columns(pl.when(room >= 0.1).then(pl.col("utilization") / room).alias("load"))
+
+
+def _held_paused(ctx: Context, util: pl.DataFrame, lossless: Sequence[int]) -> pl.DataFrame:
+    """Per transmit sample of `util`, the largest share of its interval a lossless priority was held paused, by
+    the port's pause duration counter. Pause frames alone do not say it: a pause ends at the XON that may follow
+    its XOFF at once, so frames give no lower bound, and an upper bound would make busy ports look saturated."""
+    out = pl.DataFrame(schema={"device": pl.String, "port": pl.String, "ts": util.schema["ts"], "paused": pl.Float64})
+    devices = sorted(set(util["device"].to_list()))
+    rates = ctx.frames.rates([RX_PAUSED_US], devices=devices, roles=["switch"]) if devices else pl.DataFrame()
+    if rates.is_empty() or not lossless:
+        return out
+    spans = util.select("device", "port", "ts", "dt_s").join(
+        pl.DataFrame({"priority": list(lossless)}, schema={"priority": pl.Int8}), how="cross"
+    )
+    got = mean_over(spans, rates, KEYS, "_us")
+    return got.group_by("device", "port", "ts").agg((pl.col("_us").max() / 1e6).clip(0.0, 1.0).alias("paused"))
 
 
 def congested_samples(ctx: Context, evidence: pl.DataFrame, util: pl.DataFrame) -> pl.DataFrame:

@@ -3,14 +3,18 @@ for many consecutive intervals; who sends, and how far the PFC pause spreads ups
 
 Method (the physics and the shared pieces are in `congestion.py`):
 
-* an *incast sample* is a transmit sample of a receiver-facing (downlink) port that ran at
-  `min_utilization` of its speed or more while congestion evidence covers it: the queue's watermark
+* an *incast sample* is a transmit sample of a receiver-facing (downlink) port that was saturated (its load,
+  the transmit rate over what its peer's pauses left of its speed, at `saturated_load` or more: a queue that
+  stands through the sample keeps the port sending) while congestion evidence covers it: the queue's watermark
   reached `min_watermark_bytes`, or it ECN-marked `min_ecn_rate` packets/s, or the receiver NIC sent
   `min_cnp_sent_rate` CNPs/s. Each evidence sample covers its own interval (a 60 s watermark covers sixty
   1 s transmit samples), so the incast is timed at the port's own cadence whatever the queue counters'
-  (a burst shorter than the interval leaves the average low: that is a microburst, see `microburst.py`);
+  (bursts shorter than the interval leave the port idle part of it, however busy its other traffic keeps it:
+  that is a microburst, see `microburst.py`);
 * incast samples of one port form an episode, bridging gaps of `gap_intervals` samples; it is an incast
-  when it lasts `min_intervals` samples and at least `min_senders` sender NICs are found (`fan_in`), at any
+  when it lasts `min_seconds` (the definition: overload for a second holds thousands of round trips, so
+  DCQCN has settled and the excess is sustained demand) and at least `min_senders` sender NICs are found
+  (`fan_in`), at any
   fan-in: a 32-to-1 incast is one finding whose senders are its parts, even when PFC holds them paused
   most of the time (then the PFC storm detector leaves them alone: their leaf pauses from congestion);
 * the finding names the receiver host, its leaf and the senders; the receiver-facing port, the receiver
@@ -23,6 +27,8 @@ cannot be told apart: their senders are reported for both (sampled packets, wher
 
 from __future__ import annotations
 
+import datetime as dt
+
 import polars as pl
 from pydantic import Field
 
@@ -33,18 +39,24 @@ from rocescope.analysis.detectors.congestion import (
     congested_samples,
     downlink_evidence,
     fan_in,
-    port_utilization,
+    port_load,
 )
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 
+#: a poll's stamps wander by tens of milliseconds (collector scheduling, device clocks): a one-second sample may
+#: cover 0.9-1.1 s of the device's time
+READ_JITTER = 0.9
+
 
 class IncastParams(FanInParams):
-    min_utilization: float = Field(
-        0.4, gt=0, le=1, description="Transmit share of link speed the receiver-facing port must keep."
+    min_seconds: float = Field(
+        1.0,
+        gt=0,
+        description="Saturated and congested this long (the incast definition: a second of overload holds thousands "
+        "of round trips, so DCQCN (Zhu et al. 2015) has settled and the overload is sustained demand, not a burst).",
     )
-    min_intervals: int = Field(3, ge=1, description="Consecutive congested samples (sustained, not a burst).")
     gap_intervals: float = Field(3.0, ge=1, description="Samples this many intervals apart are one episode.")
     critical_seconds: float = Field(30.0, gt=0, description="Incasts at least this long are critical.")
 
@@ -66,9 +78,9 @@ def incast_samples(ctx: Context, p: IncastParams) -> pl.DataFrame:
     evidence = downlink_evidence(ctx, p)
     if evidence.is_empty():
         return pl.DataFrame()
-    util = port_utilization(ctx, evidence.select("device", "port").unique())
-    busy = util.filter(pl.col("utilization") >= p.min_utilization)
-    return congested_samples(ctx, evidence, busy)
+    util = port_load(ctx, evidence.select("device", "port").unique(), p.lossless_priorities)
+    saturated = util.filter(pl.col("load") >= p.saturated_load)
+    return congested_samples(ctx, evidence, saturated)
 
 
 def detect(ctx: Context, p: IncastParams) -> list[Finding]:
@@ -88,7 +100,7 @@ def detect(ctx: Context, p: IncastParams) -> list[Finding]:
             pl.col("speed_Bps").max().alias("speed_Bps"),
             *(pl.col(k).max().alias(k) for k in kinds),
         ],
-    ).filter(pl.col("samples") >= p.min_intervals)
+    ).filter(pl.col("end") - pl.col("start") >= dt.timedelta(seconds=p.min_seconds * READ_JITTER))
     findings = []
     for row in eps.iter_rows(named=True):
         device, port, prio = row["device"], row["port"], int(row["priority"])
@@ -133,4 +145,4 @@ def detect(ctx: Context, p: IncastParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("incast", "2", ("incast",), IncastParams, detect)
+DETECTOR = Detector("incast", "3", ("incast",), IncastParams, detect)

@@ -8,15 +8,14 @@ Scale", SIGCOMM 2016, on the ECN marks and pauses bursts leave; HPCC, SIGCOMM 20
 that bursts of synchronized senders build at the last hop). The shared physics is in `congestion.py`.
 
 * a *burst reading* is one watermark read of a downlink queue (the port facing a receiver NIC, where N
-  senders meet) that reached `min_watermark_bytes`, over whose interval (since the previous read, at
-  the queue's own cadence: 1 s or SONiC's 60 s) the port transmitted at most `max_utilization` of its speed
-  on average, with no incast inside it (no `incast_intervals` consecutive transmit samples at
-  `busy_utilization` or more, within `guard_intervals` of the interval) nor any transmit sample that busy
-  inside it (a burst the port's own rate shows is no microburst: a backlog released for seconds), the port
-  not held paused (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a PFC storm's victim),
-  and, where the occupancy is read with the watermark, drained again by the read (at most
-  `max_left_fraction` of the watermark). One reading is one peak, never as many bursts as the interval has
-  seconds;
+  senders meet) that reached `min_watermark_bytes`, whose interval (since the previous read, at the queue's
+  own cadence: 1 s or SONiC's 60 s) holds no saturated transmit sample of the port (`saturated_load`, see
+  `congestion.py`: a queue that stood for a whole sample kept the port sending; a port idle part of every
+  sample had its queue up only in bursts, however busy its training traffic keeps it, at any duty cycle),
+  the port not held paused (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a
+  PFC storm's victim), and, where the occupancy is read with the watermark, drained again by the read (at
+  most `max_left_fraction` of the watermark). One reading is one peak, never as many bursts as the interval
+  has seconds;
 * burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
   `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
   intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more;
@@ -53,6 +52,7 @@ from rocescope.analysis.detectors.congestion import (
     Sender,
     downlink_evidence,
     fan_in,
+    port_load,
     port_utilization,
 )
 from rocescope.analysis.episodes import episodes
@@ -63,10 +63,6 @@ Span = tuple[dt.datetime, dt.datetime]
 
 class MicroburstParams(FanInParams):
     min_senders: int = Field(0, ge=0, description="Sender NICs needed (bursts may come from one sender's jobs).")
-    max_utilization: float = Field(0.25, gt=0, le=1, description="Average transmit share of link speed at most.")
-    busy_utilization: float = Field(0.4, gt=0, le=1, description="A transmit sample this busy may be an incast's.")
-    incast_intervals: int = Field(3, ge=1, description="Consecutive busy samples that make an incast, not bursts.")
-    guard_intervals: float = Field(2.0, ge=0, description="Distance in samples from such sustained congestion.")
     max_left_fraction: float = Field(
         0.5, ge=0, le=1, description="Occupancy at the read at most this share of the watermark (drained)."
     )
@@ -91,18 +87,6 @@ def _seconds(value: pl.Expr) -> pl.Expr:
     return pl.duration(microseconds=(value * 1e6).cast(pl.Int64))
 
 
-def _sustained(util: pl.DataFrame, p: MicroburstParams) -> pl.DataFrame:
-    """Per port, the spans of `incast_intervals` or more consecutive busy transmit samples (incasts)."""
-    busy = util.filter(pl.col("utilization") >= p.busy_utilization)
-    if busy.is_empty():
-        return pl.DataFrame(schema={"device": pl.String, "port": pl.String, "b_start": util.schema["ts"],
-                                    "b_end": util.schema["ts"], "b_dt": pl.Float64})  # fmt: skip
-    eps = episodes(busy, ["device", "port"], gap_s=0.0, gap_intervals=1.5,
-                   aggregations=[pl.col("dt_s").median().alias("b_dt")])  # fmt: skip
-    eps = eps.filter(pl.col("samples") >= p.incast_intervals)
-    return eps.select("device", "port", pl.col("start").alias("b_start"), pl.col("end").alias("b_end"), "b_dt")
-
-
 def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     """Burst readings (see the module docstring), with the port's mean transmit rate and utilization over each."""
     evidence = downlink_evidence(ctx, p)
@@ -111,27 +95,21 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     reads = evidence.filter(pl.col("kind") == "watermark").rename({"value": "watermark"}).drop("kind")
     if reads.is_empty():
         return pl.DataFrame()
-    util = port_utilization(ctx, reads.select("device", "port").unique())
+    util = port_load(ctx, reads.select("device", "port").unique(), p.lossless_priorities)
     tol = 0.5 * ctx.poll_s
     reads = mean_over(reads, util, ["device", "port"], "tx_Bps", tolerance_s=tol)
     speeds = util.group_by("device", "port").agg(pl.col("speed_Bps").first(), pl.col("speed_source").first())
     reads = reads.join(speeds, on=["device", "port"], how="left").with_columns(
         pl.when(pl.col("speed_Bps") > 0).then(pl.col("tx_Bps") / pl.col("speed_Bps")).alias("utilization")
     )
-    low = pl.col("utilization").is_null() | (pl.col("utilization") <= p.max_utilization)
-    reads = reads.filter(low)
-    # no incast inside the read's interval, or near it
-    guard = _seconds(pl.col("b_dt") * p.guard_intervals)
-    near = reads.join(_sustained(util, p), on=["device", "port"]).filter(
-        pl.col("ts") - _seconds(pl.col("dt_s")) <= pl.col("b_end") + guard,
-        pl.col("ts") >= pl.col("b_start") - guard,
+    # no saturated transmit sample overlapping the read's interval: a queue that stood for a sample is sustained
+    # overload (an incast, or a backlog draining at line rate), not a burst shorter than the reads
+    full = util.filter(pl.col("load") >= p.saturated_load).select(
+        "device", "port", pl.col("ts").alias("_s"), pl.col("dt_s").alias("_sd")
     )
-    reads = reads.join(near.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
-    # nor a port sample at `busy_utilization` inside it: a burst the port's own rate shows is no microburst (a
-    # backlog released for seconds after a stall, as when a PFC watchdog breaks a deadlock now and then)
-    busy = util.filter(pl.col("utilization") >= p.busy_utilization).select("device", "port", pl.col("ts").alias("_b"))
-    seen = reads.join(busy, on=["device", "port"]).filter(
-        pl.col("_b") > pl.col("ts") - _seconds(pl.col("dt_s")), pl.col("_b") <= pl.col("ts") + _seconds(pl.lit(tol))
+    seen = reads.join(full, on=["device", "port"]).filter(
+        pl.col("_s") - _seconds(pl.col("_sd")) < pl.col("ts") + _seconds(pl.lit(tol)),
+        pl.col("_s") > pl.col("ts") - _seconds(pl.col("dt_s")) - _seconds(pl.lit(tol)),
     )
     reads = reads.join(seen.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
     if reads.is_empty():
@@ -288,7 +266,9 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
             continue  # senders held back by pauses a good part of the time: a storm's or deadlock's spread
         receiver = f"{fan.receiver[0]}:{fan.receiver[1]}"
         burst_s, peak, util = row["burst_s"], float(row["peak"]), row["util"]
-        ms = f", ~{burst_s * 1000:.0f} ms each" if burst_s is not None else ""
+        ms = ""
+        if burst_s is not None:  # past the definition's 100 ms: many bursts in each marking interval
+            ms = f", ~{burst_s * 1000:.0f} ms " + ("each" if burst_s <= 0.1 else "at line rate per marking interval")
         findings.append(
             Finding(
                 kind="microburst",
@@ -321,4 +301,4 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("microburst", "2", ("microburst",), MicroburstParams, detect)
+DETECTOR = Detector("microburst", "3", ("microburst",), MicroburstParams, detect)

@@ -15,7 +15,8 @@ CNP = ["cnp_loss"]
 
 
 def _incast_start(run: Landed) -> float:
-    (incast,) = [t for t in run.truths if t.kind == "incast"]
+    """When the scenario's fan-in began (an incast or microbursts, by what its receiver's port made of it)."""
+    (incast,) = [t for t in run.truths if t.kind in ("incast", "microburst")]
     return (incast.start - run.window.start).total_seconds()
 
 

@@ -234,12 +234,12 @@ def test_a_microburst_lasts_while_its_port_marks_not_from_read_to_read(store: St
 
 
 def test_backlogs_released_for_seconds_are_no_microbursts(store: Store, now: dt.datetime) -> None:
-    """A port that sends 2 s of backlog every 30 s (a stalled queue let go, as a PFC watchdog breaking a deadlock
-    does) fills its queue between 60 s watermark reads and is not busy on average, but each release lasts two
-    port polls: the port's own rate samples show it, it is no burst hidden between reads."""
+    """A port that drains 2 s of backlog every 30 s (a stalled queue let go, as a PFC watchdog breaking a deadlock
+    does) fills its queue between 60 s watermark reads and is not busy on average, but a queue that stands for
+    seconds keeps its port at line rate: its own rate samples show it saturated, no burst hidden between reads."""
     t = Telemetry(now, 300)
     fabric(t, busy=0.1 * LINE)
-    bursting(t, [(s, s + 2.0) for s in range(40, 290, 30)], rate=0.75 * LINE, peak=3e6)
+    bursting(t, [(s, s + 2.0) for s in range(40, 290, 30)], rate=LINE, peak=3e6)
     t.land(store)
 
     assert not {f.kind for f in found(store, t)} & {"microburst", "incast"}

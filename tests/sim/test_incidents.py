@@ -300,3 +300,27 @@ def test_the_engines_queue_tells_microbursts_from_an_incast() -> None:
     assert world.ledger is not None
     events = [(e.kind, e.dont_care) for e in world.ledger.congestion() if f"{e.port.device}:{e.port.name}" == port]
     assert ("incast", False) in events and ("microburst", False) not in events
+
+
+@pytest.mark.parametrize(
+    ("incident", "kind", "observable"),
+    [
+        ({"kind": "microburst", "burst": "20ms", "period": "1s"}, "microburst", True),
+        ({"kind": "microburst", "burst": "950ms", "period": "1s"}, "incast", True),
+        ({"kind": "incast"}, "incast", True),
+        ({"kind": "incast", "senders": ["gpu-005"]}, "incast", False),
+    ],
+    ids=["short_bursts", "bursts_that_saturate", "incast", "one_sender_as_fast_as_the_receiver"],
+)
+def test_injected_fan_in_is_named_by_what_its_receivers_port_did(
+    incident: dict[str, Any], kind: str, observable: bool
+) -> None:
+    """The scenario says who sends; the truth says what that became, by the definitions: bursts of 20 ms leave
+    the receiver's port below saturation (microbursts), bursts of 950 ms a second keep it saturated with its queue
+    up (an incast, whatever the scenario calls them), one sender as fast as the receiver never queues
+    (unobservable)."""
+    fan_in = {"start": "1s", "end": "5s", "receiver": "gpu-008", "senders": ["gpu-005", "gpu-006", "gpu-007"]}
+    world = ran(scenario([{**fan_in, **incident}], duration="6s"))
+    world.mark_emergent()
+    (truth,) = world.truth
+    assert (truth.kind, truth.observable, truth.dont_care) == (kind, observable, False), truth.description

@@ -1,0 +1,67 @@
+"""Microburst or incast, told apart by physics on ports that carry training traffic: compute and communication
+alternate every half second, so a port's 1 s samples read its duty cycle, from 5% to 95% busy. Bursts of 20 ms
+(a queue above the ECN threshold for milliseconds) leave the port idle part of every sample whatever its duty
+cycle: microbursts. A minute of overload keeps the receiver's port at line rate, its queue standing: an incast.
+Each at every duty cycle, one finding of the right kind, none of the other (SONiC's cadences, skewed clocks, no
+port speed reported)."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import numpy as np
+import pytest
+
+from rocescope.pipeline.store import Store
+
+from gear import HOSTS, LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, WM_CLOCK, fabric, found, nic_clock
+from telemetry import Telemetry, steps
+
+#: one compute/communication iteration; a ring's communication runs short of line rate (its bus bandwidth)
+PERIOD_S, COMM_RATE = 0.5, 0.85 * LINE
+BURSTS = [(s + 0.3, s + 0.32) for s in range(60, 240, 2)]  # 20 ms every 2 s for three minutes
+INCAST = (90.0, 150.0)
+BURST_RX, INCAST_RX, INCAST_TX = "gpu-05", "gpu-09", HOSTS[:4]
+
+
+def training(duty: float, *extra: tuple[float, float, float]) -> list[tuple[float, float, float]]:
+    """The communication phases of a job at `duty`, then `extra` spans (later spans win)."""
+    phases = [(float(t), float(t) + duty * PERIOD_S, COMM_RATE) for t in np.arange(0.0, 300.0, PERIOD_S)]
+    return [*phases, *extra]
+
+
+@pytest.mark.parametrize("duty", [0.05, 0.25, 0.5, 0.75, 0.95])
+def test_bursts_are_microbursts_and_overload_is_an_incast_at_every_duty_cycle(
+    store: Store, now: dt.datetime, duty: float
+) -> None:
+    t = Telemetry(now, 300)
+    fabric(t, busy=duty * COMM_RATE)
+    for host in HOSTS:
+        port = PORTS[host]
+        extra = [(a, b, LINE) for a, b in BURSTS] if host == BURST_RX else []
+        if host == INCAST_RX:
+            extra = [(*INCAST, LINE)]
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(*training(duty, *extra)), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(*training(duty)), PORT_CLOCK)
+    burst = PORTS[BURST_RX]
+    t.gauge("leaf1", "switch", burst, "queue_watermark_bytes", steps(*[(a, b, 5e6) for a, b in BURSTS], base=3e4),
+            WM_CLOCK, priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", burst, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b in BURSTS]),
+              QUEUE_CLOCK, 3)  # fmt: skip
+    sink = PORTS[INCAST_RX]
+    t.gauge("leaf1", "switch", sink, "queue_watermark_bytes", steps((*INCAST, 9e6), base=3e4), WM_CLOCK, priority=3)
+    t.counter("leaf1", "switch", sink, "queue_ecn_marked_packets", steps((*INCAST, 2e5)), QUEUE_CLOCK, 3)
+    t.counter(INCAST_RX, "nic", "mlx5_0/1", "cnp_sent", steps((*INCAST, 3200.0)), nic_clock(9))
+    for i, host in enumerate(INCAST_TX, start=1):  # DCQCN cuts the senders
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*INCAST, 800.0)), nic_clock(i))
+    t.land(store)
+
+    findings = found(store, t)
+    bursts = [f for f in findings if f.kind == "microburst"]
+    incasts = [f for f in findings if f.kind == "incast"]
+    assert [f.ports[0] for f in bursts] == [f"leaf1:{burst}"], [f.summary for f in findings]
+    assert [f.ports[0] for f in incasts] == [f"leaf1:{sink}"], [f.summary for f in findings]
+    (incast,) = incasts
+    assert {f"leaf1:{PORTS[h]}" for h in INCAST_TX} <= set(incast.ports)
+    began, ended = ((x - now).total_seconds() for x in (incast.start, incast.end))
+    assert abs(began - INCAST[0]) <= 2 and abs(ended - INCAST[1]) <= 2, (began, ended)
