@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import datetime as dt
 import logging
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -388,11 +389,46 @@ def migrate(store: Store, ttl_days: int = 30, rollup_ttl_days: int = 400) -> lis
         )
         actions.append(f"applied migration {mig.version}: {mig.name}")
     actions += reconcile_columns(store)
+    actions += reconcile_retention(store, ttl_days, rollup_ttl_days)
     if refresh_catalog(store):
         actions.append("refreshed metric_catalog")
     for action in actions:
         log.info("%s", action)
     return actions
+
+
+def reconcile_retention(store: Store, ttl_days: int, rollup_ttl_days: int) -> list[str]:
+    """Give each table the retention the settings ask for now (tables keep the TTL they were created with): an
+    old capture imported with `ttl_days: 0` into a store created with the defaults would otherwise lose its raw
+    rows at 30 days and its rollups at 400. Rows past a shortened retention go at the next merges, as any
+    expired row does (`materialize_ttl_after_modify = 0`: no rewrite of every part now)."""
+    db = store.database
+    live = store.query_arrow(
+        "SELECT name, engine_full FROM system.tables WHERE database = {db:String}", {"db": db}
+    ).to_pylist()
+    actions = []
+    for row in live:
+        spec = schema.TABLES.get(row["name"])
+        if spec is None or spec.fixed_ttl or not spec.ttl_column:
+            continue
+        want = ttl_days_of(spec.name, ttl_days, rollup_ttl_days)
+        found = re.search(r"TTL toDateTime\(\w+\) \+ toIntervalDay\((\d+)\)", row["engine_full"])
+        have = int(found.group(1)) if found else 0
+        if have == want:
+            continue
+        if want:
+            store.command(
+                f"ALTER TABLE `{db}`.`{spec.name}` MODIFY TTL toDateTime({spec.ttl_column}) + INTERVAL {want} DAY "
+                "SETTINGS materialize_ttl_after_modify = 0"
+            )
+        else:
+            store.command(f"ALTER TABLE `{db}`.`{spec.name}` REMOVE TTL")
+        actions.append(f"{spec.name}: retention {_days(have)} -> {_days(want)}")
+    return actions
+
+
+def _days(n: int) -> str:
+    return f"{n} days" if n else "forever"
 
 
 def reconcile_columns(store: Store) -> list[str]:

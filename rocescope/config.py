@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal, get_args, get_origin
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator, model_validator
 from pydantic.fields import FieldInfo
 from pydantic_settings import BaseSettings, EnvSettingsSource, PydanticBaseSettingsSource, SettingsConfigDict
 from pydantic_settings.exceptions import SettingsError
@@ -42,7 +42,21 @@ class StoreConfig(_Section):
     verify_tls: bool = True
     ca_cert: Path | None = None
     ttl_days: int = Field(30, ge=0, description="Raw data retention; 0 keeps data forever.")
-    rollup_ttl_days: int = Field(400, ge=0)
+    rollup_ttl_days: int = Field(
+        400,
+        ge=0,
+        description="1-minute rollup retention (0: forever); never shorter than `ttl_days` and forever when it is 0 "
+        "(raised to it at load): analysis reads roles, reporting devices and ports from the rollup, so a rollup that "
+        "expired before its raw rows would change an old capture's findings with this setting.",
+    )
+
+    @model_validator(mode="after")
+    def _rollups_outlive_raw_rows(self) -> StoreConfig:
+        if self.ttl_days == 0 or self.rollup_ttl_days == 0:
+            self.rollup_ttl_days = 0
+        else:
+            self.rollup_ttl_days = max(self.rollup_ttl_days, self.ttl_days)
+        return self
 
     @field_validator("database")
     @classmethod
