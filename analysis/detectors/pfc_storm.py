@@ -11,7 +11,9 @@ Scale", SIGCOMM 2016, on NIC pause storms):
   the interval; or, where the device reports no pause duration at all (Broadcom-based switches), its pause
   frames cover `min_frames_paused_fraction` of it (each frame buys 65535 quanta of 512 bit times at the
   port's speed and a paused port's frames come `pause_refresh_fraction` of that apart; without a speed, at the
-  fastest speed, a lower bound); or the NIC at the cable's other end says it sent pause that share of its own
+  fastest speed, a lower bound), counted per priority or, where the gear counts PFC per interface only
+  (IEEE8021-PFC-MIB over SNMP: Arista), per port on the first lossless priority (pause frames exist only for
+  priorities PFC is enabled on); or the NIC at the cable's other end says it sent pause that share of its own
   interval (`pfc_tx_pause_duration_us`, read every second where the switch may be read every 30 s); or its PFC
   watchdog declared a storm on the queue or dropped the queue's packets (SONiC `PFC_WD_*`). The transmit rate is
   the port's mean over the sample's own interval, whatever the clocks and cadences (`align.mean_over`),
@@ -52,6 +54,9 @@ from rocescope.analysis.findings import Finding
 PAUSED_US = "pfc_rx_pause_duration_us"
 NIC_PAUSED_US = "pfc_tx_pause_duration_us"
 PAUSE_FRAMES = "pfc_rx_pause"
+#: pause frames the port received, all priorities together (IEEE8021-PFC-MIB `ieee8021PfcIndications`: Arista and
+#: others over SNMP count PFC per interface only)
+PORT_PAUSE_FRAMES = "pfc_rx_pause_total"
 WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
 WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
 NIC_STALL_WARNING, NIC_STALL_ERROR = "pause_storm_warning_events", "pause_storm_error_events"
@@ -84,6 +89,12 @@ class StormParams(Params):
     gap_intervals: float = Field(3.0, ge=1, description="Stalled samples this many intervals apart are one episode.")
     merge_gap_s: float = Field(30.0, ge=0, description="Episodes of one root closer than this are one storm.")
     critical_seconds: float = Field(10.0, gt=0, description="Storms at least this long are critical.")
+    lossless_priorities: tuple[int, ...] = Field(
+        (3,),
+        description="Priorities that run PFC (RoCE's lossless class): pause frames a port counts only per "
+        "interface (IEEE8021-PFC-MIB) paused one of them, reported on the first (pause frames exist only for "
+        "priorities PFC is enabled on, IEEE 802.1Qbb).",
+    )
 
 
 @dataclass(frozen=True)
@@ -117,11 +128,17 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
     duration = duration.with_columns(pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate"))
     pause_frames = frames.rates([PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
     pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(frames.reporting(PAUSED_US))))
+    per_priority = frames.reporting(PAUSED_US) | frames.reporting(PAUSE_FRAMES)
+    port_frames = frames.rates([PORT_PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
+    port_frames = port_frames.filter(~pl.col("device").is_in(sorted(per_priority))).with_columns(
+        pl.lit(p.lossless_priorities[0] if p.lossless_priorities else 3, pl.Int8).alias("priority")
+    )
     watchdog = frames.rates([WD_DETECTED, *WD_DROPS], min_rate=1e-9, roles=["switch"])
     return pl.concat(
         [
             held(duration, "pause_duration", pl.col("rate") / 1e6),
             held(pause_frames, "pause_frames", pl.col("rate")),  # frames/s: read as a share once the speed is known
+            held(port_frames, "port_pause_frames", pl.col("rate")),
             held(watchdog, "watchdog", unknown),
             held(_nic_side(ctx, p), "nic_pause_duration", pl.col("rate") / 1e6),
         ]
@@ -161,7 +178,7 @@ def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:
     # without a speed, at the fastest speed (a lower bound: a frame buys the least time there), marked so
     speed_bps = pl.coalesce(pl.col("speed_Bps") * 8, pl.lit(FASTEST_BPS))
     refresh_s = p.pause_refresh_fraction * 65535 * 512 / speed_bps
-    frames = pl.col("evidence") == "pause_frames"
+    frames = pl.col("evidence").is_in(["pause_frames", "port_pause_frames"])
     no_speed = frames & pl.col("speed_Bps").is_null()
     rows = rows.with_columns(
         pl.when(frames)
@@ -337,6 +354,13 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
     return findings
 
 
+def _priority(storm: list[Edge]) -> str:
+    """The storm's priority as a finding says it: assumed where the gear counts pause frames per interface."""
+    if all(e.evidence == "port_pause_frames" for e in storm):
+        return f"priority {storm[0].priority} (assumed: the port counts pause frames per interface only)"
+    return f"priority {storm[0].priority}"
+
+
 def _root_unknown(ctx: Context, p: StormParams, storm: list[Edge]) -> Finding:
     start, end = ctx.clip(min(e.start for e in storm), max(e.end for e in storm))
     seconds = (end - start).total_seconds()
@@ -354,7 +378,7 @@ def _root_unknown(ctx: Context, p: StormParams, storm: list[Edge]) -> Finding:
         priority=storm[0].priority,
         score=seconds * (frac or 1.0),
         summary=(
-            f"PFC storm: {paused} held paused on priority {storm[0].priority} {held}for {seconds:.0f} s by a "
+            f"PFC storm: {paused} held paused on {_priority(storm)} {held}for {seconds:.0f} s by a "
             "neighbour nobody monitors or names (root unknown)"
         ),
         evidence={
@@ -398,8 +422,8 @@ def _finding(ctx: Context, p: StormParams, storm: list[Edge], edges: list[Edge])
         priority=storm[0].priority,
         score=seconds * (frac or 1.0) * len(tree),
         summary=(
-            f"PFC storm: {', '.join(root_refs)} held {', '.join(paused_refs)} paused on priority "
-            f"{storm[0].priority} {held}for {seconds:.0f} s"
+            f"PFC storm: {', '.join(root_refs)} held {', '.join(paused_refs)} paused on {_priority(storm)} "
+            f"{held}for {seconds:.0f} s"
             + (f"; the pause spread to {len(spread)} more device(s)" if spread else "")
             + ("; mitigated by the PFC watchdog" if watchdog else "")
             + (

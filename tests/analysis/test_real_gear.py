@@ -438,3 +438,28 @@ def test_uplinks_held_paused_by_switches_no_lldp_names_are_no_storm_of_unknown_r
         t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
     t.land(store)
     assert found(store, t, "pfc_storm") == []
+
+
+def test_a_storm_on_gear_that_counts_pfc_per_interface_only_is_found(store: Store, now: dt.datetime) -> None:
+    """Arista over SNMP: IEEE8021-PFC-MIB counts the pause frames a port received per interface
+    (`ieee8021PfcIndications`), no priority, no pause duration, read every 30 s. A NIC stuck asserting pause holds
+    its leaf port stalled for 90 s: one storm on the lossless priority, said to be assumed."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    snmp = Clock(30.0, 0.2)
+    stuck, on = "gpu-03", (60.0, 150.0)
+    for host in HOSTS:
+        port = PORTS[host]
+        tx = steps((*on, 0.0), base=0.3 * LINE) if host == stuck else steps(base=0.3 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", tx, snmp)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.3 * LINE), snmp)
+        t.counter(
+            "leaf1", "switch", port, "pfc_rx_pause_total", steps((*on, 20000.0)) if host == stuck else steps(), snmp
+        )
+    t.land(store)
+
+    (storm,) = found(store, t, "pfc_storm")
+    assert storm.evidence["root"] == f"{stuck}:eth0" and f"leaf1:{PORTS[stuck]}" in storm.ports
+    assert storm.priority == 3 and storm.evidence["pause_evidence"] == ["port_pause_frames"]
+    assert "assumed" in storm.summary
+    assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 31
