@@ -4,7 +4,10 @@ Inspector names a host and a process, never a job; the job comes from the placem
 
 1. `qp_owners` (eBPF or `rdma resource show qp`): the process's own queue pairs name its job, or its pod
    (`cgroup` `pod:<uid>`, or a pod name) that `endpoints` places in a job (attribution `qp_owner`);
-2. `endpoints`: the one job placed on the host when the collective ran (attribution `host`).
+2. `endpoints` by pod: NCCL in a pod off the host network reports the pod's name as its hostname (and the
+   container's pid); a collective whose host is a pod `endpoints` places gets that pod's job, and the node
+   the pod ran on as its host (attribution `pod`);
+3. `endpoints`: the one job placed on the host when the collective ran (attribution `host`).
 
 When several jobs share the host at that time and no QP owner names the process, the job is left empty
 (`ambiguous`), and `none` when no job was placed there. This is analysis, not a view: the time-bounded
@@ -120,6 +123,23 @@ def attribute_jobs(collectives: pl.DataFrame, placements: pl.DataFrame, owners: 
         .unique(["host", "pid"], keep="last")  # the newest: a pid reused by a later job names that job
         .select("host", "pid", "owner_job")
     )
+    # NCCL in a pod off the host network: its hostname is the pod's name (and its pid the container's, which
+    # names no host process: the QP owners, keyed by the node's pids, are joined before the host is the node)
+    in_pod = (
+        frame.select("_row", pl.col("host").alias("pod"), "ts")
+        .join(
+            placements.filter(pl.col("pod") != "").select("job_id", "pod", "host", "valid_from", "valid_to"), on="pod"
+        )
+        .filter((pl.col("valid_from") <= pl.col("ts")) & (pl.col("ts") < pl.col("valid_to")))
+        .group_by("_row")
+        .agg(in_pod_job=pl.col("job_id").first(), node=pl.col("host").first())
+    )
+    frame = (
+        frame.join(by_process, on=["host", "pid"], how="left")
+        .join(in_pod, on="_row", how="left")
+        .with_columns(pl.coalesce("node", "host").alias("host"))
+        .drop("node")
+    )
     on_host = (
         frame.select("_row", "host", "ts")
         .join(placements.select("job_id", "host", "valid_from", "valid_to").unique(), on="host")
@@ -128,12 +148,15 @@ def attribute_jobs(collectives: pl.DataFrame, placements: pl.DataFrame, owners: 
         .agg(host_jobs=pl.col("job_id").n_unique(), host_job=pl.col("job_id").first())
     )
     out = (
-        frame.join(by_process, on=["host", "pid"], how="left")
-        .join(on_host, on="_row", how="left")
+        frame.join(on_host, on="_row", how="left")
         .with_columns(
-            job_id=pl.coalesce("owner_job", pl.when(pl.col("host_jobs") == 1).then("host_job"), pl.lit("")),
+            job_id=pl.coalesce(
+                "owner_job", "in_pod_job", pl.when(pl.col("host_jobs") == 1).then("host_job"), pl.lit("")
+            ),
             attribution=pl.when(pl.col("owner_job").is_not_null())
             .then(pl.lit("qp_owner"))
+            .when(pl.col("in_pod_job").is_not_null())
+            .then(pl.lit("pod"))
             .when(pl.col("host_jobs") == 1)
             .then(pl.lit("host"))
             .when(pl.col("host_jobs") > 1)

@@ -142,3 +142,20 @@ def test_a_reused_pid_names_the_newest_job(t0: dt.datetime) -> None:
     )
     got = attribute_jobs(coll, pl.DataFrame(schema=PLACEMENTS_SCHEMA), own)
     assert got["job_id"].to_list() == ["new/job"] and got["attribution"].to_list() == ["qp_owner"]
+
+
+def test_nccl_in_a_pod_off_the_host_network_is_joined_by_its_pod(store: ChdbStore, t0: dt.datetime) -> None:
+    """NCCL in a pod that is not on the host network reports the pod's name as its hostname and the container's
+    pid: pod a-1 (team-a, on h2) with pid 200, which on h2 is a process of b-0's. The pod names the job and the
+    node; the container pid names no host process."""
+    import polars as pl
+
+    store.insert("endpoints", pa.Table.from_batches([make_batch("endpoints", placements(t0)).data]))
+    store.insert("qp_owners", pa.Table.from_batches([make_batch("qp_owners", owners(t0)).data]))
+    one = collectives(t0).slice(0, 1)
+    pod = one.set_column(one.schema.get_field_index("host"), "host", pa.array(["a-1"]))
+    pod = pod.set_column(pod.schema.get_field_index("pid"), "pid", pa.array([200], pa.uint32()))
+    store.insert("collectives", pod)
+    got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
+    assert got.select("host", "pid", "job_id", "attribution").rows() == [("h2", 200, "ns/a", "pod")]
+    assert got.schema == ATTRIBUTED_SCHEMA and isinstance(got, pl.DataFrame)
