@@ -32,7 +32,11 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
   the finding names the NICs that sent them (the receivers) and the switch queues that dropped packets on
   a priority that is not lossless meanwhile (where the CNPs go). It needs CNP counters from NICs other
-  than the senders (else nobody could have handled them: not collected is not lost);
+  than the senders (else nobody could have handled them: not collected is not lost), and the CNPs' destinations:
+  the receivers' peers, by sampled packets to them or their QPs' remote addresses (`qp_owners`). Where a peer is
+  a NIC that reports no CNP counters (a storage array, a host nobody monitors), or no peer is known at all, the
+  balance cannot say whether a CNP was lost or handled where nobody counts: the finding is *unverifiable*
+  (info), never a CNP loss;
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings:
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
@@ -278,6 +282,27 @@ def _fabric_jobs(
     return tuple(sorted(mine & behind or mine))
 
 
+def _unmonitored_peers(
+    ctx: Context, receivers: list[tuple[str, str]], start: dt.datetime, end: dt.datetime
+) -> list[str] | None:
+    """The receivers' peers (where their CNPs go) that report no CNP counters: addresses of sampled packets to
+    the receivers and of their QPs' remote ends, named by their host where `endpoints` knows it. None when no
+    peer is known at all."""
+    frames = ctx.frames
+    ep = frames.endpoints()
+    host_of = {ip: h for h, ip in ep.select("host", "ip").iter_rows() if ip}
+    mine = sorted({ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if (h, n) in receivers and ip})
+    hosts = sorted({h for h, _ in receivers})
+    peers = set(frames.qp_peers().filter(pl.col("host").is_in(hosts))["dest_ip"].to_list())
+    if mine:
+        peers |= set(frames.flow_samples(start, end).filter(pl.col("dst_ip").is_in(mine))["src_ip"].to_list())
+    peers -= set(mine)
+    if not peers:
+        return None
+    counting = frames.reporting(HANDLED) | frames.reporting(RECEIVED)
+    return sorted({host_of.get(ip, ip) for ip in peers if host_of.get(ip) not in counting})
+
+
 def _fabric_findings(
     ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.DataFrame, blamed: pl.DataFrame
 ) -> list[Finding]:
@@ -318,10 +343,20 @@ def _fabric_findings(
         leaf_refs = [f"{lp[0]}:{lp[1]}" for d, n, _, _ in receivers if (lp := ctx.fabric.peer(d, n)) is not None]
         refs = [*nic_refs, *leaf_refs, *(q for q, _ in queues)]
         handled_share = row["handled"] / row["sent"] if row["sent"] else 0.0
+        unseen = _unmonitored_peers(ctx, [(d, n) for d, n, _, _ in receivers], start, end)
+        severity = "critical" if seconds >= p.critical_seconds else "warning"
+        verdict = ""
+        if unseen is None or unseen:
+            severity = "info"
+            verdict = (
+                "; unverifiable: whom the CNPs went to is not known (no sampled packets or QP records)"
+                if unseen is None
+                else f"; unverifiable: {len(unseen)} of their peers report no CNP counters ({', '.join(unseen[:3])})"
+            )
         findings.append(
             Finding(
                 kind="cnp_loss",
-                severity="critical" if seconds >= p.critical_seconds else "warning",
+                severity=severity,
                 start=start,
                 end=end,
                 devices=tuple(dict.fromkeys([*(d for d, *_ in receivers), *(q.partition(":")[0] for q, _ in queues)])),
@@ -336,9 +371,12 @@ def _fabric_findings(
                         if queues
                         else ""
                     )
+                    + verdict
                 ),
                 evidence={
                     "where": "fabric",
+                    "verifiable": not verdict,
+                    "unmonitored_peers": unseen,
                     "fabric_cnp_sent": row["sent"],
                     "fabric_cnp_handled": row["handled"],
                     "receivers": [
@@ -363,4 +401,4 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     return findings + _fabric_findings(ctx, p, nic, balance, bad)
 
 
-DETECTOR = Detector("cnp_loss", "2", ("cnp_loss",), CnpLossParams, detect)
+DETECTOR = Detector("cnp_loss", "3", ("cnp_loss",), CnpLossParams, detect)

@@ -128,12 +128,8 @@ def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) 
     assert imb.job_ids == ("team-a/train",)
 
 
-@pytest.mark.parametrize("counted_as", ["lossy queue drops", "port out-discards only"])
-def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_dropping_queue(
-    store: Store, now: dt.datetime, counted_as: str
-) -> None:
-    """Where the switch counts no lossy queue (Cumulus counts the RoCE class only, SR Linux no queue drops at
-    all), the port's out-discards point at the dropping port."""
+def unhandled_cnps(now: dt.datetime) -> tuple[Telemetry, tuple[float, float]]:
+    """gpu-05 and gpu-06 send 1500 CNPs/s from 60 s to 170 s that no NIC handles; every NIC counts both."""
     t = Telemetry(now, 240)
     fabric(t)
     on = (60.0, 170.0)
@@ -141,18 +137,47 @@ def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_droppi
         sent = steps((*on, 1500.0)) if host in ("gpu-05", "gpu-06") else steps()
         t.counter(host, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(i))
         t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(i))
+    return t, on
+
+
+@pytest.mark.parametrize("counted_as", ["lossy queue drops", "port out-discards only"])
+def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_dropping_queue(
+    store: Store, now: dt.datetime, counted_as: str
+) -> None:
+    """Where the switch counts no lossy queue (Cumulus counts the RoCE class only, SR Linux no queue drops at
+    all), the port's out-discards point at the dropping port."""
+    t, on = unhandled_cnps(now)
     if counted_as == "lossy queue drops":
         drops = steps((*on, 3000.0))
         t.counter("leaf1", "switch", "Ethernet2/1", "queue_dropped_packets", drops, QUEUE_CLOCK, priority=6)
     else:
         t.counter("leaf1", "switch", "Ethernet2/1", "tx_discards", steps((*on, 3000.0)), PORT_CLOCK)
         t.counter("leaf1", "switch", "Ethernet2/2", "tx_discards", steps(), PORT_CLOCK)
+    for receiver in ("gpu-05", "gpu-06"):  # their QPs: the CNPs go to job-mates that count what they handle
+        for peer in range(1, 5):
+            t.qp(receiver, "mlx5_0", f"10.0.0.{peer}")
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
-    assert loss.evidence["where"] == "fabric"
+    assert loss.evidence["where"] == "fabric" and loss.evidence["verifiable"] and loss.severity == "critical"
     assert {"gpu-05:eth0", "gpu-06:eth0", "leaf1:Ethernet2/1"} <= set(loss.ports)
     assert abs((loss.start - t.window.start).total_seconds() - on[0]) <= 10
+
+
+@pytest.mark.parametrize("peers", ["a storage array nobody monitors", "unknown"])
+def test_cnps_to_peers_nobody_counts_are_unverifiable_not_lost(store: Store, now: dt.datetime, peers: str) -> None:
+    """Two NICs send CNPs for 110 s that no monitored NIC handles: their QPs go to a storage array that reports
+    no CNP counters (or nothing says where they go). Whether the CNPs were lost or handled where nobody counts
+    cannot be told: one finding, info, unverifiable, never a critical CNP loss."""
+    t, _ = unhandled_cnps(now)
+    for host in ("gpu-05", "gpu-06"):
+        if peers != "unknown":
+            t.qp(host, "mlx5_0", "10.0.9.99")
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.severity == "info" and not loss.evidence["verifiable"] and "unverifiable" in loss.summary
+    assert loss.evidence["unmonitored_peers"] == (None if peers == "unknown" else ["10.0.9.99"])
 
 
 def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
