@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from rocescope.analysis.blame import with_blame
+from rocescope.analysis.coverage import Coverage, coverage
 from rocescope.analysis.detectors import (
     cnp_loss,
     ecmp_imbalance,
@@ -67,6 +68,8 @@ class AnalysisResult:
     written: int = 0
     #: metric -> counter samples dropped as drops that prove no reset (`Frames.dropped`)
     dropped_samples: dict[str, int] = field(default_factory=dict)
+    #: what the window's telemetry could judge (`rocescope.analysis.coverage`); None if it could not be told
+    coverage: Coverage | None = None
 
     @property
     def total_seconds(self) -> float:
@@ -136,6 +139,14 @@ def analyze(
     result.findings = _assessed(result, frames, fabric)
     result.seconds["impact"] = time.perf_counter() - t
     result.findings.sort(key=lambda f: (f.start, f.kind))
+    t = time.perf_counter()
+    try:
+        result.coverage = coverage(frames, fabric)
+        log.info("could not judge in %s: %s", window, result.coverage.summary())
+    except (RocescopeError, pl.exceptions.PolarsError) as exc:
+        log.error("coverage failed on %s: %s", window, exc)
+        result.failed["coverage"] = str(exc)
+    result.seconds["coverage"] = time.perf_counter() - t
     result.queries = frames.queries
     result.dropped_samples = dict(frames.dropped)
     if frames.dropped:

@@ -61,3 +61,27 @@ class SinkMetrics(SelfMetrics):
             "rocescope_sink_lag_messages", "Messages behind the end of the assigned partitions.", registry=r
         )
         self.buffered_rows = Gauge("rocescope_sink_buffered_rows", "Rows waiting for the next insert.", registry=r)
+
+
+class AnalysisMetrics(SelfMetrics):
+    """`analyze --follow`'s own metrics: what the latest window could judge, so a drop in coverage can alert."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        super().__init__(registry)
+        self.coverage = Gauge(
+            "rocescope_coverage",
+            "Places (ports, devices, jobs) per finding kind by whether the latest window's telemetry could judge "
+            "them: judged, judged_with_caveat (an estimate or assumption), not_judged (`rocescope coverage` says why).",
+            ["kind", "state"],
+            registry=self.registry,
+        )
+        self.findings = Gauge("rocescope_findings", "Findings in the latest window.", ["kind"], registry=self.registry)
+
+    def record(self, states: dict[tuple[str, str], int], kinds: dict[str, int]) -> None:
+        """The latest window's coverage states and findings per kind (label sets of earlier windows dropped)."""
+        self.coverage.clear()
+        for (kind, state), n in states.items():
+            self.coverage.labels(kind=kind, state=state).set(n)
+        self.findings.clear()
+        for kind, n in kinds.items():
+            self.findings.labels(kind=kind).set(n)

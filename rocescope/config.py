@@ -142,6 +142,8 @@ class AnalysisConfig(_Section):
         default_factory=dict, description="detector name -> threshold overrides, e.g. pfc_storm: {min_seconds: 0.5}"
     )
     disabled: list[str] = Field(default_factory=list, description="Detectors not to run.")
+    metrics_host: str = Field("127.0.0.1", description="Where `analyze --follow` serves its Prometheus metrics.")
+    metrics_port: int = Field(0, ge=0, le=65535, description="0 disables `analyze --follow`'s metrics endpoint.")
 
 
 class Settings(BaseSettings):

@@ -55,7 +55,7 @@ from pydantic import Field
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
-from rocescope.analysis.findings import Finding
+from rocescope.analysis.findings import Finding, Severity
 
 SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
 RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
@@ -344,7 +344,7 @@ def _fabric_findings(
         refs = [*nic_refs, *leaf_refs, *(q for q, _ in queues)]
         handled_share = row["handled"] / row["sent"] if row["sent"] else 0.0
         unseen = _unmonitored_peers(ctx, [(d, n) for d, n, _, _ in receivers], start, end)
-        severity = "critical" if seconds >= p.critical_seconds else "warning"
+        severity: Severity = "critical" if seconds >= p.critical_seconds else "warning"
         verdict = ""
         if unseen is None or unseen:
             severity = "info"

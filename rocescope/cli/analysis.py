@@ -1,10 +1,13 @@
-"""The analysis commands: `analyze` (run the detectors), `findings`, `blame` (who hurt whom), `report` and `eval`."""
+"""The analysis commands: `analyze` (run the detectors), `findings`, `blame` (who hurt whom), `coverage`, `report` and
+`eval`."""
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
 import threading
+from collections import Counter
 from pathlib import Path
 from typing import Annotated
 
@@ -30,6 +33,7 @@ def analyze(
     from rocescope.analysis.frames import Window
     from rocescope.analysis.present import findings_tables
     from rocescope.analysis.run import analyze as run_analysis
+    from rocescope.pipeline.metrics import AnalysisMetrics
 
     try:
         settings = load_settings()
@@ -37,6 +41,9 @@ def analyze(
         span = dt.timedelta(minutes=cfg.window_minutes)
         period = parse_duration(every) if every else cfg.follow_every_s
         stop = run_until_stopped(None) if follow else threading.Event()
+        metrics = AnalysisMetrics()
+        if follow and cfg.metrics_port:
+            metrics.serve(cfg.metrics_host, cfg.metrics_port)
         with open_migrated_store(settings) as store:
             while True:
                 end = parse_time(until)
@@ -53,6 +60,8 @@ def analyze(
                     + (f"; [red]failed: {', '.join(result.failed)}[/red]" if result.failed else ""),
                     highlight=False,
                 )
+                if result.coverage is not None:
+                    metrics.record(result.coverage.states(), dict(Counter(f.kind for f in result.findings)))
                 if not follow:
                     for table in findings_tables(rows):
                         console.print(table)
@@ -85,6 +94,30 @@ def findings(
         console.print(f"no findings since {when:%Y-%m-%d %H:%M:%S} UTC")
     for table in findings_tables(rows):
         console.print(table)
+
+
+def coverage(
+    since: Annotated[str, typer.Option("--from", help="Window start (15m, 2h, ISO time).")] = "1h",
+    until: Annotated[str, typer.Option("--to", help="Window end (default: now).")] = "now",
+    as_json: Annotated[bool, typer.Option("--json", help="JSON: every item, judged or not, and why.")] = False,
+) -> None:
+    """What the window's telemetry can judge, per port, device and job and per finding kind, and why not where
+    it cannot (no PFC counters or only per interface, no speed, no LLDP, a cadence too coarse for bursts, a
+    device others name that sends nothing, collectives joined to no job): no finding is not health."""
+    from rocescope.analysis.coverage import coverage_at
+
+    try:
+        start, end = parse_time(since), parse_time(until)
+        with open_migrated_store(load_settings()) as store:
+            cov = coverage_at(store, start, end)
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    if as_json:
+        sys.stdout.write(json.dumps(cov.as_dict()) + "\n")
+        return
+    console.print(f"coverage {start:%Y-%m-%d %H:%M:%S} .. {end:%Y-%m-%d %H:%M:%S} UTC", highlight=False)
+    for line in cov.lines() or ["no telemetry in the window"]:
+        console.print(line, highlight=False, markup=False)
 
 
 def blame(

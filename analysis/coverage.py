@@ -1,0 +1,245 @@
+"""What a window's telemetry can judge, per port, device and job and per finding kind, and why not where it
+cannot: silence that looks like health is the commonest failure on real gear (a storm dropped because a port
+has no speed, PFC counted per interface only, a neighbour nobody monitors, NCCL collectives joined to no job).
+Monitoring tools earn trust by saying their blind spots (Prometheus' `up`, node_exporter's `*_scrape_error`).
+
+Computed from what the detectors read, cheaply: which metrics each port reported in the window and how often
+(the 1-minute rollup: samples per minute per series), the cabling the fabric knows (`Fabric`), the port speeds
+(`PortSpeeds`: reported, from the peer, configured or inferred) and the collectives' job attribution. Each item
+is one (kind, place): judged, judged with a caveat (the finding rests on an estimate or an assumption), or not
+judged with the reason. The resolving cadences are the exam's (`rocescope.sim.truth`: a burst under a second is
+placed by a watermark read every 10 s or less, or by ECN marks or CNPs counted every second).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import polars as pl
+
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.frames import Frames, Window
+from rocescope.analysis.impact import ImpactParams
+from rocescope.analysis.speeds import PortSpeeds
+from rocescope.pipeline.store import query_polars
+
+__all__ = ["Coverage", "Item", "coverage"]
+
+#: a counter read at most this often (seconds) places a burst under a second: queue watermarks (peaks since the
+#: last read) between compute phases; ECN marks and CNPs per second (a 10 s count on a half-busy port is either)
+WATERMARK_RESOLVES_S, MARKS_RESOLVE_S = 10.0, 1.0
+#: a cadence is judged from whole minutes of the rollup: up to this much slower than nominal still counts as it
+#: (a device's own clock and collector scheduling stretch a 1 s poll to 1.0x s)
+CADENCE_SLACK = 1.5
+
+PFC_DURATION, PFC_FRAMES, PFC_PORT_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause", "pfc_rx_pause_total"
+WATERMARK, QUEUE_MARKS, CNP_SENT = "queue_watermark_bytes", "queue_ecn_marked_packets", "cnp_sent"
+CNP_HANDLED = ("cnp_handled", "cnp_received")
+
+
+@dataclass(frozen=True)
+class Item:
+    """One finding kind at one place (`device:port`, a device, or a job): judged or not, and why."""
+
+    kind: str
+    where: str
+    judged: bool
+    #: why not judged; for a judged item, the caveat its findings carry ("" when none)
+    reason: str = ""
+
+    @property
+    def state(self) -> str:
+        return "judged" if self.judged and not self.reason else "judged_with_caveat" if self.judged else "not_judged"
+
+
+@dataclass
+class Coverage:
+    window: Window
+    items: list[Item] = field(default_factory=list)
+
+    def by_reason(self) -> list[tuple[str, str, int, list[str]]]:
+        """(kind, reason, count, up to three examples) for every item not judged or judged with a caveat, the
+        most common first."""
+        groups: dict[tuple[str, str], list[str]] = {}
+        for it in self.items:
+            if it.reason:
+                groups.setdefault((("" if it.judged else "not judged: ") + it.kind, it.reason), []).append(it.where)
+        rows = [(k, r, len(w), sorted(w)[:3]) for (k, r), w in groups.items()]
+        return sorted(rows, key=lambda row: (-row[2], row[0], row[1]))
+
+    def states(self) -> dict[tuple[str, str], int]:
+        """(kind, state) -> items: judged | judged_with_caveat | not_judged (the `rocescope_coverage` metric)."""
+        return dict(Counter((it.kind, it.state) for it in self.items))
+
+    def lines(self) -> list[str]:
+        """One line per kind (judged of all), then one per reason with its count and examples."""
+        out = []
+        per_kind: dict[str, list[Item]] = {}
+        for it in self.items:
+            per_kind.setdefault(it.kind, []).append(it)
+        for kind, items in sorted(per_kind.items()):
+            judged = sum(it.judged for it in items)
+            out.append(f"{kind}: {judged} of {len(items)} judged")
+        for kind, reason, n, examples in self.by_reason():
+            out.append(f"  {kind}: {reason}: {n} ({', '.join(examples)}{', ...' if n > len(examples) else ''})")
+        return out
+
+    def summary(self) -> str:
+        """One line: per kind with items it cannot judge, how many of all and the commonest reason."""
+        parts = []
+        for kind in sorted({it.kind for it in self.items}):
+            items = [it for it in self.items if it.kind == kind]
+            blind = Counter(it.reason for it in items if not it.judged)
+            if blind:
+                reason, _ = blind.most_common(1)[0]
+                parts.append(f"{kind} {sum(blind.values())} of {len(items)} ({reason})")
+        return "; ".join(parts) if parts else "every kind judged everywhere"
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "from": self.window.start.isoformat(),
+            "to": self.window.end.isoformat(),
+            "states": [{"kind": k, "state": s, "items": n} for (k, s), n in sorted(self.states().items())],
+            "items": [
+                {"kind": it.kind, "where": it.where, "judged": it.judged, "state": it.state, "reason": it.reason}
+                for it in self.items
+            ],
+        }
+
+
+def _inventory(frames: Frames) -> pl.DataFrame:
+    """Per device, port and metric in the window: its role and the seconds between its reads (from the rollup:
+    a minute holds 60 / cadence reads of a series; its fullest minute, as the window's edges cut the others)."""
+    sql = """
+SELECT device, role, port, metric, 60 / max(samples) AS every_s FROM (
+    SELECT toString(device) AS device, toString(role) AS role, toString(port) AS port, toString(metric) AS metric,
+        sum(samples) AS samples
+    FROM counters_1m
+    WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
+    GROUP BY device, role, port, metric, priority, minute
+)
+GROUP BY device, role, port, metric"""
+    return query_polars(frames.store, sql, {"start": frames.window.start, "end": frames.window.end})
+
+
+def _every(reads: dict[str, float], metrics: Iterable[str]) -> float | None:
+    """The finest cadence among the metrics a place reports (None: none of them)."""
+    got = [reads[m] for m in metrics if m in reads]
+    return min(got) if got else None
+
+
+def _switch_port(
+    device: str, port: str, reads: dict[str, float], fabric: Fabric, speeds: PortSpeeds, nic_reads: dict[str, float]
+) -> list[Item]:
+    where = f"{device}:{port}"
+    items = []
+    # PFC storms and deadlocks: the best pause evidence the port gives
+    if PFC_DURATION in reads:
+        pfc = Item("pfc_storm", where, True)
+    elif PFC_FRAMES in reads:
+        known = speeds.of(device, port) is not None
+        pfc = Item("pfc_storm", where, True, "" if known else "pause frames and no speed: read at the fastest speed")
+    elif PFC_PORT_FRAMES in reads:
+        pfc = Item("pfc_storm", where, True, "PFC counted per interface only: the priority is assumed")
+    else:
+        pfc = Item("pfc_storm", where, False, "no PFC pause counters")
+    peer = fabric.peer(device, port)
+    if pfc.judged and not pfc.reason and peer is None:
+        pfc = Item("pfc_storm", where, True, "no LLDP on either side: a storm's root cannot be named")
+    items += [pfc, Item("pfc_deadlock", where, pfc.judged, pfc.reason)]
+    items.append(
+        Item("link_flap", where, True) if "oper_up" in reads else Item("link_flap", where, False, "no link state")
+    )
+    optics = "rx_fcs_errors" in reads
+    items.append(Item("degraded_optics", where, optics, "" if optics else "no FCS/FEC error counter"))
+    kind = fabric.port_kind(device, port)
+    speed = speeds.of(device, port)
+    rate = None if "tx_bytes" not in reads else "" if speed is None or speed.source != "inferred" else "speed inferred"
+    load = (
+        "no transmit counter" if rate is None else "no speed reported, configured or inferable" if speed is None else ""
+    )
+    if kind == "downlink":
+        congestion = _every(reads, (WATERMARK, QUEUE_MARKS)) or _every(nic_reads, (CNP_SENT,))
+        if load:
+            items += [Item("incast", where, False, load), Item("microburst", where, False, load)]
+        elif congestion is None:
+            why = "no congestion evidence (queue watermark, ECN marks, the receiver's CNPs)"
+            items += [Item("incast", where, False, why), Item("microburst", where, False, why)]
+        else:
+            items.append(Item("incast", where, True, rate or ""))
+            items.append(_bursts(where, reads, nic_reads, rate or ""))
+    elif kind == "uplink":
+        items.append(Item("ecmp_imbalance", where, not load, load or rate or ""))
+    elif kind == "unknown":
+        why = "no LLDP on either side: whether it faces a host or a switch is unknown"
+        items += [Item(k, where, False, why) for k in ("incast", "microburst", "ecmp_imbalance")]
+    return items
+
+
+def _bursts(where: str, reads: dict[str, float], nic_reads: dict[str, float], caveat: str) -> Item:
+    """Microbursts at a downlink: resolved by a watermark read every 10 s or less, or marks or CNPs per second."""
+    wm = reads.get(WATERMARK)
+    marks = _every(reads, (QUEUE_MARKS,))
+    cnps = _every(nic_reads, (CNP_SENT,))
+    if (wm is not None and wm <= WATERMARK_RESOLVES_S * CADENCE_SLACK) or any(
+        x is not None and x <= MARKS_RESOLVE_S * CADENCE_SLACK for x in (marks, cnps)
+    ):
+        return Item("microburst", where, True, caveat)
+    said = [f"{name} every {x:.0f} s" for name, x in (("watermarks", wm), ("ECN marks", marks), ("CNPs", cnps)) if x]
+    return Item("microburst", where, False, f"cadence too coarse for bursts under a second ({', '.join(said)})")
+
+
+def _jobs(frames: Frames) -> list[Item]:
+    """Jobs whose slowdown can be measured (their collectives joined to them), and collectives joined to none."""
+    impact = ImpactParams()  # the frame impact reads anyway (cached): no second read of the collectives
+    coll = frames.collectives(impact.lookback_s, impact.after_s)
+    coll = coll.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
+    items = []
+    placed = sorted(set(frames.endpoints()["job_id"].to_list()))
+    joined = set(coll.filter(pl.col("job_id") != "")["job_id"].to_list())
+    for job in placed:
+        ok = job in joined
+        items.append(Item("unexplained_slowdown", job, ok, "" if ok else "no NCCL collectives joined to it"))
+    lost = coll.filter(pl.col("job_id") == "")
+    for (host,), rows in lost.group_by(["host"]):
+        n = rows.height
+        why = f"{n} collective(s) joined to no job ({', '.join(sorted(set(rows['attribution'].to_list())))})"
+        items.append(Item("unexplained_slowdown", f"collectives from {host}", False, why))
+    return items
+
+
+def coverage(frames: Frames, fabric: Fabric | None = None) -> Coverage:
+    """The window's coverage (see the module docstring)."""
+    fabric = fabric or Fabric.from_frames(frames)
+    speeds = PortSpeeds(frames, fabric)
+    inv = _inventory(frames)
+    reads: dict[tuple[str, str], dict[str, float]] = {}
+    roles: dict[str, str] = {}
+    for device, role, port, metric, every in inv.iter_rows():
+        roles[device] = role
+        reads.setdefault((device, fabric.iface(device, port) if port else ""), {})[metric] = float(every)
+    out = Coverage(frames.window)
+    for (device, port), got in sorted(reads.items()):
+        if roles.get(device) == "switch" and port:
+            behind = fabric.nic_behind(device, port)  # its RDMA device's counters are keyed by the netdev too
+            nic = reads.get(behind, {}) if behind else {}
+            out.items += _switch_port(device, port, got, fabric, speeds, nic)
+        elif roles.get(device) == "nic" and (CNP_SENT in got or any(m in got for m in CNP_HANDLED)):
+            both = CNP_SENT in got and any(m in got for m in CNP_HANDLED)
+            why = "" if both else "CNPs counted one way only (sent or handled)"
+            out.items.append(Item("cnp_loss", f"{device}:{port}", both, why))
+    reporting = set(roles)
+    for device in sorted((fabric.switches | fabric.hosts) - reporting):
+        what = "switch" if device in fabric.switches else "host"
+        out.items.append(Item("telemetry", device, False, f"a {what} others name (LLDP, placements) sends nothing"))
+    out.items += _jobs(frames)
+    return out
+
+
+def coverage_at(store: Any, start: dt.datetime, end: dt.datetime) -> Coverage:
+    """The coverage of [start, end) in `store`."""
+    return coverage(Frames(store, Window(start, end)))

@@ -1,0 +1,99 @@
+"""`rocescope coverage`: what a window's telemetry can judge, and why not, on data shaped like the gear that
+causes each blind spot: PFC counted per interface only (IEEE8021-PFC-MIB), no PFC counters at all, watermarks
+read every 60 s with ECN marks every 10 s (no burst under a second can be placed), a switch LLDP names that sends
+nothing, a job whose collectives nobody collects; and the same port judged where the gear reads often enough."""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+from pathlib import Path
+
+from rocescope.analysis.coverage import coverage_at
+from rocescope.cli import app
+from rocescope.pipeline.store import Store
+
+from gear import HOSTS, PORT_CLOCK, PORTS, QUEUE_CLOCK, WM_CLOCK, fabric
+from store_cli import runner
+from telemetry import Clock, Telemetry, steps
+
+
+def _gear(t: Telemetry) -> None:
+    fabric(t)
+    for host in HOSTS:
+        port = PORTS[host]
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(base=1e9), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "oper_up", steps(), PORT_CLOCK)
+    a, b = PORTS["gpu-01"], PORTS["gpu-02"]
+    t.counter("leaf1", "switch", a, "pfc_rx_pause_total", steps(), Clock(30.0, 0.2))  # Arista over SNMP
+    t.counter("leaf1", "switch", b, "pfc_rx_pause_duration_us", steps(), PORT_CLOCK, priority=3)
+    t.gauge("leaf1", "switch", a, "queue_watermark_bytes", steps(base=3e4), WM_CLOCK, priority=3)  # SONiC: 60 s
+    t.counter("leaf1", "switch", a, "queue_ecn_marked_packets", steps(), QUEUE_CLOCK, priority=3)  # ... and 10 s
+    t.gauge("leaf1", "switch", b, "queue_watermark_bytes", steps(base=3e4), Clock(10.0, 0.3), priority=3)
+    t.link("leaf2", "Ethernet1/1", "gpu-01", "eth1")  # a leaf the hosts' LLDP names, which sends nothing
+
+
+def test_each_blind_spot_is_named_with_its_reason(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    cov = coverage_at(store, t.window.start, t.window.end)
+    got = {(it.kind, it.where): (it.judged, it.reason) for it in cov.items}
+    a, b, c = (f"leaf1:{PORTS[h]}" for h in ("gpu-01", "gpu-02", "gpu-03"))
+    assert got[("pfc_storm", a)] == (True, "PFC counted per interface only: the priority is assumed")
+    assert got[("pfc_storm", b)] == (True, "")
+    assert got[("pfc_storm", c)] == (False, "no PFC pause counters")
+    judged, why = got[("microburst", a)]
+    assert (judged, why) == (
+        False,
+        "cadence too coarse for bursts under a second (watermarks every 60 s, ECN marks every 10 s)",
+    )
+    assert got[("microburst", b)][0] and got[("incast", a)][0]
+    assert got[("microburst", c)] == (False, "no congestion evidence (queue watermark, ECN marks, the receiver's CNPs)")
+    assert got[("telemetry", "leaf2")][0] is False
+    assert got[("unexplained_slowdown", "team-a/train")] == (False, "no NCCL collectives joined to it")
+    assert any(line.startswith("  not judged: pfc_storm: no PFC pause counters: 9 (") for line in cov.lines())
+
+
+def test_the_cli_prints_one_line_per_reason_and_json_lists_every_item(tmp_path: Path, now: dt.datetime) -> None:
+    from rocescope.pipeline.store import ChdbStore
+
+    from store_cli import store_config
+
+    cfg = store_config(tmp_path)
+    t = Telemetry(now, 180)
+    _gear(t)
+    migrated = runner.invoke(app, ["--config", cfg, "migrate"])
+    assert migrated.exit_code == 0, migrated.output
+    with ChdbStore(tmp_path / "data", "rocescope") as store:
+        t.land(store)
+    window = ["--from", t.window.start.isoformat(), "--to", t.window.end.isoformat()]
+    text = runner.invoke(app, ["--config", cfg, "coverage", *window])
+    assert text.exit_code == 0, text.output
+    assert "not judged: microburst: cadence too coarse" in text.output
+    out = runner.invoke(app, ["--config", cfg, "coverage", *window, "--json"])
+    doc = json.loads(out.stdout)
+    assert {"kind": "pfc_storm", "state": "not_judged", "items": 9} in doc["states"]
+    assert len(doc["items"]) == sum(s["items"] for s in doc["states"])
+
+
+def test_analyze_says_what_it_could_not_judge_and_exports_it_for_alerts(store: Store, now: dt.datetime) -> None:
+    import socket
+    import urllib.request
+
+    from rocescope.analysis.run import analyze
+    from rocescope.pipeline.metrics import AnalysisMetrics
+
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    result = analyze(store, t.window, write=False)
+    assert result.coverage is not None and "pfc_storm 9 of 11 (no PFC pause counters)" in result.coverage.summary()
+    metrics = AnalysisMetrics()
+    metrics.record(result.coverage.states(), {})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    metrics.serve("127.0.0.1", port)
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+    assert 'rocescope_coverage{kind="pfc_storm",state="not_judged"} 9.0' in text
