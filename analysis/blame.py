@@ -197,7 +197,8 @@ def blame_table(edges: Sequence[Edge], title: str) -> Table:
     for col in ("culprit job", "victim job", "GPU-s lost", "findings", "worst", "through"):
         t.add_column(col, justify="right" if col in ("GPU-s lost", "findings", "worst") else "left")
     for e in edges:
-        lost = "-" if e.gpu_seconds_lost is None else f"{e.gpu_seconds_lost:.1f}"
+        # no collectives of the victim joined around the findings (`rocescope coverage` says which and why)
+        lost = "not measured" if e.gpu_seconds_lost is None else f"{e.gpu_seconds_lost:.1f}"
         worst = "-" if e.worst_inflation is None else f"{e.worst_inflation:.2f}x"
         style = "dim" if e.culprit == NO_JOB else ("bold" if e.culprit != e.victim else "")
         t.add_row(

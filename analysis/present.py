@@ -71,6 +71,18 @@ def _lost(row: Mapping[str, Any], job: str) -> float | None:
     return float(lost) if isinstance(lost, int | float) else None
 
 
+def not_measured(row: Mapping[str, Any], job: str) -> str:
+    """Why a finding's cost to a job is not shown (`rocescope coverage` lists the jobs it cannot judge)."""
+    raw = row.get("evidence") or {}
+    try:
+        ev = json.loads(raw) if isinstance(raw, str) else raw
+    except ValueError:
+        ev = {}
+    if not isinstance(ev, dict) or "impact" not in ev:
+        return "not measured: no NCCL collectives in the window"
+    return "not measured: no collectives of the job around it"
+
+
 def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
     """One table per job, worst job and worst finding first. The summary names the ports, so the table
     keeps to six columns and stays readable in an 80-column terminal; dates and the job's GPU-seconds lost
@@ -88,7 +100,7 @@ def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
         t.add_column("kind", no_wrap=True)
         t.add_column("start", no_wrap=True)
         t.add_column("for", justify="right", no_wrap=True)
-        t.add_column("lost", justify="right", no_wrap=True)
+        t.add_column("lost", justify="right")
         t.add_column("what", ratio=1, overflow="fold")
         for r in group:
             seconds = (r["end"] - r["start"]).total_seconds()
@@ -98,7 +110,7 @@ def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
                 r["kind"],
                 f"{r['start']:%H:%M:%S}",
                 f"{seconds:.0f} s",
-                "-" if lost is None else f"{lost:.1f} GPU-s",
+                not_measured(r, job) if lost is None else f"{lost:.1f} GPU-s",
                 r["summary"],
             )
         tables.append(t)

@@ -97,3 +97,20 @@ def test_analyze_says_what_it_could_not_judge_and_exports_it_for_alerts(store: S
     metrics.serve("127.0.0.1", port)
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
     assert 'rocescope_coverage{kind="pfc_storm",state="not_judged"} 9.0' in text
+
+
+def test_findings_say_why_a_jobs_loss_is_not_measured_instead_of_a_dash(now: dt.datetime) -> None:
+    from rich.console import Console
+
+    from rocescope.analysis.present import findings_tables
+
+    row = {"kind": "incast", "severity": "warning", "start": now, "end": now + dt.timedelta(seconds=60),
+           "summary": "incast", "job_ids": ["team-a/train"], "score": 1.0}  # fmt: skip
+    seen = []
+    for evidence in ("{}", json.dumps({"impact": {}})):
+        console = Console(record=True, width=200)
+        for table in findings_tables([{**row, "evidence": evidence}]):
+            console.print(table)
+        seen.append(console.export_text())
+    assert "not measured: no NCCL collectives in the window" in seen[0]
+    assert "not measured: no collectives of the job around it" in seen[1]
