@@ -4,10 +4,12 @@ Nobody injects a hash collision or the congestion of a many-to-one collective, y
 one is right, and one that reports a false one is wrong: the truth must say which. `Ledger` reads, at every
 poll, the engine's own state (`Engine.port_load`, `queue_above_kmin`, `flow_delivery`):
 
-* every ECMP group's members (a leaf's uplinks, a spine's parallel links to one leaf): bytes sent and whether
-  each was up; `imbalance` finds, per `IMBALANCE.bucket_s` bucket, a member at `hot_load` or more of its line
-  rate while the group runs at `group_load` or less, no member down; such buckets in a row (the same hot member)
-  for `incident_s` are an incident, shorter ones and the band around the thresholds are don't care;
+* every ECMP group's members (a leaf's uplinks, a spine's parallel links to one leaf): bytes sent, time its
+  lossless queue spent above the ECN threshold, and whether each was up; `imbalance` finds, per
+  `IMBALANCE.bucket_s` bucket, a member with `fair_shares` of the group's bytes (at most `max_share`), its 90th
+  percentile of per-poll load at `hot_p90` or more with its queue above the threshold, while the median sibling's
+  90th percentile is `sibling_p90` or less, no member down; such buckets in a row (the same hot member) for
+  `incident_s` are an incident, shorter ones and the band around the thresholds are don't care;
 * every receiver-facing switch port (a leaf port cabled to a NIC): bytes sent, the time its lossless queue
   spent above the ECN threshold and its longest unbroken run there (the engine tracks both step by step), and
   the distinct senders whose bytes it delivered; `congestion` labels incasts (saturated, two senders or more,
@@ -18,7 +20,6 @@ poll, the engine's own state (`Engine.port_load`, `queue_above_kmin`, `flow_deli
 
 from __future__ import annotations
 
-import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -86,6 +87,8 @@ class Ledger:
         self._slot[self.rx_ids] = np.arange(len(self.rx_ids))
         self.times: list[float] = []
         self.sent: list[npt.NDArray[np.float64]] = []
+        #: per poll, per group member: cumulative seconds its lossless queue spent above the ECN threshold
+        self.queued: list[npt.NDArray[np.float64]] = []
         self.up: list[npt.NDArray[np.bool_]] = []
         self.rx_sent: list[npt.NDArray[np.float64]] = []
         #: per poll, per receiver port: cumulative seconds its lossless queue spent above the ECN threshold, and
@@ -103,6 +106,7 @@ class Ledger:
             sent, cap = engine.port_load(self.ids)
             self.sent.append(sent)
             self.up.append(cap > 0)
+            self.queued.append(engine.queue_above_kmin(self.ids)[0])
         if not len(self.rx_ids):
             return
         rx_sent, _ = engine.port_load(self.rx_ids)
@@ -124,17 +128,17 @@ class Ledger:
     def imbalance(self) -> list[Event]:
         """ECMP imbalance by `rocescope.sim.truth.IMBALANCE` (incidents and don't-care events)."""
         rule = IMBALANCE
-        if len(self.times) < 2 or not len(self.ids):
+        if len(self.times) < 3 or not len(self.ids):
             return []
         t = np.array(self.times)
-        edges = np.arange(0.0, t[-1] + rule.bucket_s, rule.bucket_s)
-        at = np.unique(np.clip(np.searchsorted(t, edges[edges <= t[-1]]), 0, len(t) - 1))
-        if len(at) < 2:
-            return []
-        sent = np.vstack(self.sent)[at]
+        moved = np.diff(np.vstack(self.sent), axis=0)  # poll interval k: t[k] .. t[k + 1]
+        queued = np.diff(np.vstack(self.queued), axis=0)
         down = np.logical_not(np.vstack(self.up))
-        span = np.diff(t[at])
-        moved = np.diff(sent, axis=0)
+        polls = np.diff(t)
+        bucket = np.floor(t[1:] / rule.bucket_s - 1e-9).astype(np.int64)  # the bucket each interval ends in
+        first = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        last = np.r_[first[1:], len(bucket)]  # a bucket: intervals first[i] .. last[i] - 1
+        starts, ends = t[first], t[last]
         out: list[Event] = []
         col = 0
         for group in self.groups:
@@ -142,30 +146,38 @@ class Ledger:
             cols = slice(col, col + n)
             col += n
             speed = np.array([p.speed_bps / 8 for p in group])
-            load = moved[:, cols] / (span[:, None] * speed[None, :])
-            hot = load.argmax(axis=1)
-            hot_load = load[np.arange(len(hot)), hot]
-            group_load = moved[:, cols].sum(axis=1) / (span * speed.sum())
-            flapped = np.array([down[lo : hi + 1, cols].any() for lo, hi in itertools.pairwise(at)], dtype=bool)
-            bad = (hot_load >= rule.hot_load) & (group_load <= rule.group_load) & ~flapped
-            near = (hot_load >= rule.dont_care_hot) & (group_load <= rule.dont_care_group) & ~flapped
+            load = moved[:, cols] / (polls[:, None] * speed[None, :])
+            need = min(rule.fair_shares / n, rule.max_share)
+            hot = np.zeros(len(first), dtype=np.int64)
+            share, hot_p90, sibling_p90 = (np.zeros(len(first)) for _ in range(3))
+            hot_queued, flapped = np.zeros(len(first), dtype=bool), np.zeros(len(first), dtype=bool)
+            for i, (a, b) in enumerate(zip(first, last, strict=True)):
+                sent = moved[a:b, cols].sum(axis=0)
+                p90 = np.quantile(load[a:b], 0.9, axis=0)
+                hot[i] = int(sent.argmax())
+                share[i] = sent[hot[i]] / sent.sum() if sent.sum() > 0 else 0.0
+                hot_p90[i], sibling_p90[i] = p90[hot[i]], float(np.median(np.delete(p90, hot[i])))
+                hot_queued[i] = queued[a:b, cols][:, hot[i]].sum() > 0
+                flapped[i] = down[a : b + 1, cols].any()
+            near = (share >= need) & (hot_p90 >= rule.dont_care_hot) & (sibling_p90 <= rule.dont_care_sibling)
+            near &= ~flapped
+            bad = near & (hot_p90 >= rule.hot_p90) & (sibling_p90 <= rule.sibling_p90) & hot_queued
             for k, j in _runs(near, hot):
-                t0, t1 = float(t[at[k]]), float(t[at[j + 1]])
                 member = group[int(hot[k])]
                 incidents = [
-                    (a, b)
+                    (k + a, k + b)
                     for a, b in _runs(bad[k : j + 1])
-                    if t[at[k + b + 1]] - t[at[k + a]] >= rule.incident_s - 1e-9
+                    if ends[k + b] - starts[k + a] >= rule.incident_s - 1e-9
                 ]
                 for a, b in incidents:
-                    s0, s1 = float(t[at[k + a]]), float(t[at[k + b + 1]])
-                    rows = moved[k + a : k + b + 1, cols]
-                    share = rows[:, int(hot[k])].sum() / max(rows.sum(), 1.0)
-                    what = f"{member.device}:{member.name} carried {share:.0%} of its group's bytes, saturated"
-                    out.append(Event("ecmp_imbalance", member, s0, s1, False, what + ", while the group had room"))
+                    what = (
+                        f"{member.device}:{member.name} carried {share[a : b + 1].mean():.0%} of its group's bytes, "
+                        "saturated in its busy phases with its queue up, while its siblings had room"
+                    )
+                    out.append(Event("ecmp_imbalance", member, float(starts[a]), float(ends[b]), False, what))
                 if not incidents:
                     what = f"{member.device}:{member.name} ran hot while its group had room, near the definition's edge"
-                    out.append(Event("ecmp_imbalance", member, t0, t1, True, what))
+                    out.append(Event("ecmp_imbalance", member, float(starts[k]), float(ends[j]), True, what))
         return out
 
     def congestion(self) -> list[Event]:

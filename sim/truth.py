@@ -62,25 +62,33 @@ class KindDefinition:
 
 @dataclass(frozen=True)
 class ImbalanceRule:
-    """ECMP imbalance, as the engine's byte counts show it (`rocescope.sim.emergent`)."""
+    """ECMP imbalance, as the engine's byte counts and queues show it (`rocescope.sim.emergent`), relative to the
+    group: training traffic alternates compute and communication every second or faster, so a member's mean over
+    a bucket says little and its busy phases say what the hashing did."""
 
     #: the bucket the shares are taken over: ten seconds holds many training iterations (sub-second phases), so a
     #: bucket's share is the hashing's, not one phase's
     bucket_s: float = 10.0
-    #: the hot member's mean load over the bucket: above ~90% of line rate an egress queue holds a standing
-    #: backlog (M/D/1: mean queue rho^2 / 2(1 - rho) = 4 packets at 0.9, and DCQCN marks), so the member is the
-    #: bottleneck of the flows on it
-    hot_load: float = 0.9
-    #: the group's mean load over the bucket: spread evenly, every member would run at most this busy, with no
-    #: standing queue (M/D/1 at 0.6: under one packet): the congestion comes from the spreading, not the demand
-    group_load: float = 0.6
+    #: the hot member carries at least this many fair shares (1/n) of the group's bytes: twice what even hashing
+    #: gives it ...
+    fair_shares: float = 2.0
+    #: ... but at most this share (with two members twice the fair share is everything)
+    max_share: float = 0.75
+    #: the hot member's 90th percentile of per-poll load in the bucket: above ~90% of line rate an egress queue
+    #: holds a standing backlog (M/D/1: mean queue rho^2 / 2(1 - rho) = 4 packets at 0.9), so in its busy phases
+    #: the member is the bottleneck of the flows on it ...
+    hot_p90: float = 0.9
+    #: ... with its queue above the ECN threshold in the bucket (flows held back, not one flow at line rate) ...
+    #: ... while the median sibling's 90th percentile is at most this: spread evenly, the members would have run
+    #: without a standing queue (M/D/1 at 0.6: under one packet): the congestion comes from the spreading
+    sibling_p90: float = 0.6
     #: the event must last this long to be an incident: three buckets, so that one long phase of a collective
     #: (a few seconds) cannot make one by itself
     incident_s: float = 30.0
-    #: shorter events, or a hot member between `dont_care_hot` and `hot_load`, or a group between `group_load`
-    #: and `dont_care_group`, are don't care
+    #: shorter events, a hot member between `dont_care_hot` and `hot_p90`, siblings between `sibling_p90` and
+    #: `dont_care_sibling`, or no queue on the hot member, are don't care
     dont_care_hot: float = 0.75
-    dont_care_group: float = 0.75
+    dont_care_sibling: float = 0.75
 
 
 @dataclass(frozen=True)

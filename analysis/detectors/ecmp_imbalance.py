@@ -8,20 +8,26 @@ elephants hashed onto one uplink halve each other's rate while a sibling idles, 
 seed. This holds on the common single-link rail fabric (one link per spine), unlike hash polarization
 (`polarization.py`), which needs the second tier to repeat the first tier's choice over parallel links.
 
-Method, on the leaf uplinks' `tx_bytes` summed per `bucket_s` bucket (each member's own samples, whatever
-their clocks):
+Method, relative to the group, on each member's own transmit samples (whatever their clocks) in buckets of
+`bucket_s` (training alternates compute and communication every second or faster: a member's mean over a bucket
+says little, its busy phases say what the hashing did):
 
-* a group is a leaf's ports towards the spines (from LLDP; with LLDP from the hosts only, the leaf's ports
-  that face no host); groups of one member have no choice to make;
-* a bucket is *imbalanced* when the group moves at least `min_gbps`, its hottest member carries at least
-  1/n + `min_excess` (1 - 1/n) of the group's bytes (85% of two members, ~69% of four), runs at
-  `min_hot_utilization` of its speed or more, and its siblings average at most `max_sibling_utilization`
-  (they had room for the traffic the hash did not give them);
-* imbalanced buckets of one (leaf, member) closer than 1.5 buckets form an episode, a finding when it lasts
-  `min_seconds`: the hot uplink and the spine port facing it, the share of every member, the jobs whose
-  traffic may cross the leaf's uplinks (NICs under it and under another leaf), and, when sampled packets
-  are stored, the flows behind it (distinct flows and the entropy of their shares: few flows, low
-  entropy, is why hashing could not spread them).
+* a group is a leaf's ports towards the spines, or a spine's parallel links to one leaf (from LLDP; with LLDP
+  from the hosts only, the leaf's ports that face no host); groups of one member have no choice to make;
+* a bucket is *imbalanced* when the group moves at least `min_gbps` and its member with the most bytes carries
+  `fair_shares` fair shares (1/n) of them (at most `max_share`: with two members twice the fair share is all),
+  the 90th percentile of its samples' utilization is `hot_p90` or more (saturated in its busy phases), with
+  ECN marks or PFC pauses on it where the switch counts them (flows held back, not one flow at line rate), while
+  the median sibling's 90th percentile is `sibling_p90` or less (they had room for what the hash did not give
+  them). A spine group a polarization finding already covers is left to it;
+* imbalanced buckets of one (device, member) closer than 1.5 buckets form an episode, a finding when it lasts
+  `min_seconds`: the hot member and the port facing it, the share of every member, the jobs whose traffic may
+  cross the leaf's uplinks (NICs under it and under another leaf), and, when sampled packets are stored, the
+  flows behind it (distinct flows and the entropy of their shares: few flows, low entropy, is why hashing could
+  not spread them).
+
+The thresholds are the exam's definition (`rocescope.sim.truth.IMBALANCE`, M/D/1 queueing: a standing backlog
+from 90% of line rate, under one packet at 60%), not fitted to any run.
 """
 
 from __future__ import annotations
@@ -34,79 +40,139 @@ from pydantic import Field
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.detectors.polarization import flow_entropy
 from rocescope.analysis.episodes import episodes
+from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 
 
 class EcmpImbalanceParams(Params):
-    bucket_s: float = Field(10.0, gt=0, description="Seconds of transmit bytes summed per member and bucket.")
-    min_excess: float = Field(
-        0.5, gt=0, lt=1, description="Hot member's share above 1/n, as a fraction of the way from 1/n to all."
+    bucket_s: float = Field(10.0, gt=0, description="Seconds per bucket (many training iterations).")
+    fair_shares: float = Field(2.0, gt=1, description="The hot member's bytes, in fair shares (1/n) of the group's.")
+    max_share: float = Field(0.75, gt=0, le=1, description="... at most this share (two members: three quarters).")
+    hot_p90: float = Field(
+        0.9, gt=0, le=1, description="90th percentile of the hot member's utilization (M/D/1: a standing queue)."
     )
-    min_hot_utilization: float = Field(0.7, gt=0, le=1, description="The hot member runs at this share of its speed.")
-    max_sibling_utilization: float = Field(0.5, gt=0, le=1, description="Its siblings average at most this.")
+    sibling_p90: float = Field(
+        0.6, gt=0, le=1, description="Median of the siblings' 90th percentiles, at most (M/D/1: under one packet)."
+    )
     min_gbps: float = Field(1.0, ge=0, description="Group traffic below this is not judged.")
-    min_seconds: float = Field(30.0, gt=0, description="Imbalance sustained at least this long.")
+    min_seconds: float = Field(30.0, gt=0, description="Imbalance sustained at least this long (three buckets).")
     min_flows_per_link: float = Field(4.0, gt=0, description="Sampled flows per uplink below this is low entropy.")
-    critical_utilization: float = Field(0.95, gt=0, le=1, description="A hot member this busy is critical.")
+    critical_utilization: float = Field(0.95, gt=0, le=1, description="A hot member this busy on average is critical.")
+
+
+#: ECN marks and PFC pauses on a member: its queue held flows back (one flow at line rate marks nothing)
+HELD = ("queue_ecn_marked_packets", "pfc_rx_pause", "pfc_rx_pause_duration_us")
 
 
 def _groups(ctx: Context) -> pl.DataFrame:
-    """(device, port, n): every leaf uplink of a group of two or more members."""
+    """(device, port, group, n): every member of a group of two or more: a leaf's uplinks, a spine's parallel
+    links to one leaf."""
+    fabric = ctx.fabric
     rows = []
-    for leaf in sorted(ctx.fabric.leaves):
-        ups = ctx.fabric.uplinks(leaf)
-        rows += [(leaf, port, len(ups)) for port in ups if len(ups) > 1]
-    return pl.DataFrame(rows, schema={"device": pl.String, "port": pl.String, "n": pl.Int32}, orient="row")
+    for leaf in sorted(fabric.leaves):
+        ups = fabric.uplinks(leaf)
+        rows += [(leaf, port, f"{leaf} uplinks", len(ups)) for port in ups if len(ups) > 1]
+    for spine in sorted(fabric.spines):
+        to: dict[str, list[str]] = {}
+        for port in fabric.ports_of(spine):
+            peer = fabric.peer(spine, port)
+            if peer is not None and peer[0] in fabric.leaves:
+                to.setdefault(peer[0], []).append(port)
+        for leaf, ports in sorted(to.items()):
+            rows += [(spine, port, f"{spine} links to {leaf}", len(ports)) for port in ports if len(ports) > 1]
+    schema = {"device": pl.String, "port": pl.String, "group": pl.String, "n": pl.Int32}
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def _polarized(ctx: Context) -> list[tuple[str, dt.datetime, dt.datetime]]:
+    return [(d, f.start, f.end) for f in ctx.prior if f.kind == "polarization" for d in f.devices]
 
 
 def imbalanced_buckets(ctx: Context, p: EcmpImbalanceParams) -> pl.DataFrame:
-    """Per (leaf, hot member, bucket): the imbalanced buckets (see the module docstring)."""
+    """Per (device, hot member, bucket): the imbalanced buckets (see the module docstring)."""
     groups = _groups(ctx)
     if groups.is_empty():
         return pl.DataFrame()
-    leaves = sorted(set(groups["device"].to_list()))
-    t = ctx.frames.totals(["tx_bytes"], p.bucket_s, roles=["switch"], devices=leaves)
-    t = t.join(groups, on=["device", "port"]).filter(pl.col("seconds") > 0)
-    if t.is_empty():
+    devices = sorted(set(groups["device"].to_list()))
+    tx = ctx.frames.rates(["tx_bytes"], roles=["switch"], devices=devices)
+    tx = with_ifaces(tx, ctx.fabric).drop("port").rename({"iface": "port"}).join(groups, on=["device", "port"])
+    if tx.is_empty():
         return pl.DataFrame()
-    speeds = ctx.speeds.frame(leaves).select("device", "port", "speed_Bps", "speed_source")
-    t = t.join(speeds, on=["device", "port"], how="left").with_columns(
-        (pl.col("delta") / pl.col("seconds")).alias("Bps"),
+    speeds = ctx.speeds.frame(devices).select("device", "port", "speed_Bps", "speed_source")
+    ms = max(1, round(p.bucket_s * 1000))
+    tx = tx.join(speeds, on=["device", "port"], how="left").with_columns(
+        (pl.col("ts").dt.epoch("ms") // ms * ms).cast(pl.Datetime("ms", "UTC")).cast(tx.schema["ts"]).alias("bucket"),
+        (pl.col("rate") / pl.col("speed_Bps")).alias("sample_util"),
     )
-    t = t.with_columns(
-        (pl.col("Bps") / pl.col("speed_Bps")).alias("util"),
-        pl.col("delta").sum().over("device", "bucket").alias("group_bytes"),
-        pl.col("Bps").sum().over("device", "bucket").alias("group_Bps"),
-        pl.len().over("device", "bucket").alias("members_seen"),
+    members = tx.group_by("device", "group", "n", "port", "bucket").agg(
+        pl.col("delta").sum().alias("bytes"),
+        pl.col("dt_s").sum().alias("seconds"),
+        pl.col("sample_util").quantile(0.9, "linear").alias("p90"),
+        pl.col("speed_Bps").first(),
+        pl.col("speed_source").first(),
     )
-    t = t.with_columns(
-        (pl.col("delta") / pl.col("group_bytes")).alias("share"),
-        ((pl.col("group_Bps") - pl.col("Bps")) / (pl.col("members_seen") - 1) / pl.col("speed_Bps")).alias(
-            "sibling_util"
-        ),
+    per_group = ["device", "group", "bucket"]
+    members = members.with_columns(
+        (pl.col("bytes") / pl.col("seconds") / pl.col("speed_Bps")).alias("util"),
+        pl.col("bytes").sum().over(per_group).alias("group_bytes"),
+        (pl.col("bytes") / pl.col("seconds")).sum().over(per_group).alias("group_Bps"),
+        pl.len().over(per_group).alias("members_seen"),
+        pl.col("bytes").rank("ordinal", descending=True).over(per_group).alias("_rank"),
     )
-    need = 1 / pl.col("n") + p.min_excess * (1 - 1 / pl.col("n"))
-    return t.filter(
+    siblings = (
+        members.filter(pl.col("_rank") > 1)
+        .group_by(per_group)
+        .agg(pl.col("p90").median().alias("sibling_p90"), pl.col("util").mean().alias("sibling_util"))
+    )
+    hot = (
+        members.filter(pl.col("_rank") == 1)
+        .join(siblings, on=per_group)
+        .with_columns((pl.col("bytes") / pl.col("group_bytes")).alias("share"))
+    )
+    need = pl.min_horizontal(p.fair_shares / pl.col("n"), pl.lit(p.max_share))
+    hot = hot.filter(
         pl.col("members_seen") == pl.col("n"),
         pl.col("group_Bps") * 8 >= p.min_gbps * 1e9,
         pl.col("share") >= need,
-        pl.col("util") >= p.min_hot_utilization,
-        pl.col("sibling_util") <= p.max_sibling_utilization,
-    ).with_columns(
-        (pl.col("bucket") + pl.duration(milliseconds=round(p.bucket_s * 1000))).alias("ts"),
+        pl.col("p90") >= p.hot_p90,
+        pl.col("sibling_p90") <= p.sibling_p90,
+    )
+    hot = _held_back(ctx, p, hot, devices)
+    for device, start, end in _polarized(ctx):
+        hot = hot.filter(~((pl.col("device") == device) & (pl.col("bucket") < end) & (pl.col("bucket") >= start)))
+    return hot.with_columns(
+        (pl.col("bucket") + pl.duration(milliseconds=ms)).alias("ts"),
         pl.lit(p.bucket_s).alias("dt_s"),
     )
 
 
+def _held_back(ctx: Context, p: EcmpImbalanceParams, hot: pl.DataFrame, devices: list[str]) -> pl.DataFrame:
+    """The hot buckets with ECN marks or PFC pauses on the hot member, on switches that count them."""
+    counting = set().union(*(ctx.frames.reporting(m) for m in HELD)) & set(devices)
+    if hot.is_empty() or not counting:
+        return hot
+    held = ctx.frames.totals(list(HELD), p.bucket_s, roles=["switch"], devices=sorted(counting))
+    held = with_ifaces(held.filter(pl.col("delta") > 0), ctx.fabric).select(
+        "device", pl.col("iface").alias("port"), "bucket"
+    )
+    marked = hot.join(
+        held.unique().with_columns(pl.col("bucket").cast(hot.schema["bucket"])),
+        on=["device", "port", "bucket"],
+        how="semi",
+    )
+    return pl.concat([marked, hot.filter(~pl.col("device").is_in(sorted(counting)))])
+
+
 def _member_shares(
-    ctx: Context, p: EcmpImbalanceParams, leaf: str, start: dt.datetime, end: dt.datetime
+    ctx: Context, p: EcmpImbalanceParams, device: str, members: list[str], start: dt.datetime, end: dt.datetime
 ) -> dict[str, float]:
-    t = ctx.frames.totals(["tx_bytes"], p.bucket_s, roles=["switch"], devices=[leaf])
-    ups = ctx.fabric.uplinks(leaf)
-    t = t.filter(pl.col("port").is_in(ups), pl.col("bucket") >= start, pl.col("bucket") < end)
-    got = dict(t.group_by("port").agg(pl.col("delta").sum()).iter_rows())
+    t = ctx.frames.totals(["tx_bytes"], p.bucket_s, roles=["switch"], devices=[device])
+    t = with_ifaces(t, ctx.fabric).filter(
+        pl.col("iface").is_in(members), pl.col("bucket") >= start, pl.col("bucket") < end
+    )
+    got = dict(t.group_by("iface").agg(pl.col("delta").sum()).iter_rows())
     total = sum(got.values()) or 1.0
-    return {f"{leaf}:{u}": float(got.get(u, 0.0)) / total for u in ups}
+    return {f"{device}:{m}": float(got.get(m, 0.0)) / total for m in members}
 
 
 def detect(ctx: Context, p: EcmpImbalanceParams) -> list[Finding]:
@@ -120,34 +186,42 @@ def detect(ctx: Context, p: EcmpImbalanceParams) -> list[Finding]:
         aggregations=[
             pl.col("share").mean().alias("share"),
             pl.col("util").mean().alias("util"),
+            pl.col("p90").mean().alias("p90"),
             pl.col("sibling_util").mean().alias("sibling_util"),
+            pl.col("sibling_p90").mean().alias("sibling_p90"),
             pl.col("n").first().alias("n"),
+            pl.col("group").first().alias("group"),
             pl.col("speed_source").first().alias("speed_source"),
         ],
     )
     findings = []
     fabric = ctx.fabric
+    groups = _groups(ctx)
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
         seconds = (end - start).total_seconds()
         if seconds < p.min_seconds - 1e-6:
             continue
-        leaf, port, n = row["device"], row["port"], int(row["n"])
-        peer = fabric.peer(leaf, port)
-        ports = [f"{leaf}:{port}", *([f"{peer[0]}:{peer[1]}"] if peer else [])]
+        device, port, n, group = row["device"], row["port"], int(row["n"]), row["group"]
+        members = groups.filter(pl.col("group") == group)["port"].to_list()
+        peer = fabric.peer(device, port)
+        ports = [f"{device}:{port}", *([f"{peer[0]}:{peer[1]}"] if peer else [])]
+        leaf = device if device in fabric.leaves else peer[0] if peer else device
         evidence: dict[str, object] = {
-            "group": f"{leaf} uplinks",
+            "group": group,
             "members": n,
-            "hot_member": f"{leaf}:{port}",
+            "hot_member": f"{device}:{port}",
             "hot_share": row["share"],
             "fair_share": 1 / n,
             "hot_utilization": row["util"],
+            "hot_p90_utilization": row["p90"],
             "sibling_utilization": row["sibling_util"],
-            "member_shares": _member_shares(ctx, p, leaf, row["start"], row["end"]),
+            "sibling_p90_utilization": row["sibling_p90"],
+            "member_shares": _member_shares(ctx, p, device, members, row["start"], row["end"]),
             "speed_source": row["speed_source"],
         }
         flows = flow_entropy(ctx.frames.flow_samples(start, end), fabric, ctx.frames.endpoints(), p.min_flows_per_link)
-        entropy = [x for x in flows if x["where"] in (f"{leaf} uplinks", f"{leaf}:{port}")]
+        entropy = [x for x in flows if x["where"] in (group, f"{device}:{port}")]
         if entropy:
             evidence["flow_entropy"] = entropy
         findings.append(
@@ -156,14 +230,14 @@ def detect(ctx: Context, p: EcmpImbalanceParams) -> list[Finding]:
                 severity="critical" if row["util"] >= p.critical_utilization else "warning",
                 start=start,
                 end=end,
-                devices=tuple(dict.fromkeys([leaf, *([peer[0]] if peer else [])])),
+                devices=tuple(dict.fromkeys([device, *([peer[0]] if peer else [])])),
                 ports=tuple(ports),
                 priority=-1,
                 score=seconds * float(row["share"]) * n,
                 summary=(
-                    f"ECMP imbalance: {leaf}:{port} carried {row['share']:.0%} of {leaf}'s {n} uplinks' bytes "
-                    f"({row['util']:.0%} busy) for {seconds:.0f} s while its siblings averaged "
-                    f"{row['sibling_util']:.0%}"
+                    f"ECMP imbalance: {device}:{port} carried {row['share']:.0%} of the bytes of {group} ({n}), "
+                    f"{row['p90']:.0%} busy at its 90th percentile ({row['util']:.0%} on average), for "
+                    f"{seconds:.0f} s while its siblings' 90th percentile was {row['sibling_p90']:.0%}"
                 ),
                 evidence=evidence,
                 job_ids=tuple(sorted(fabric.jobs_crossing_leaf(leaf, start, end))),
@@ -172,4 +246,4 @@ def detect(ctx: Context, p: EcmpImbalanceParams) -> list[Finding]:
     return findings
 
 
-DETECTOR = Detector("ecmp_imbalance", "1", ("ecmp_imbalance",), EcmpImbalanceParams, detect)
+DETECTOR = Detector("ecmp_imbalance", "2", ("ecmp_imbalance",), EcmpImbalanceParams, detect)

@@ -105,8 +105,8 @@ def test_a_32_to_1_incast_whose_senders_are_paused_is_one_incast_not_32_storms(s
     assert found(store, t, "pfc_storm") == []
 
 
-def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) -> None:
-    t = Telemetry(now, 240)
+def two_leaves(t: Telemetry) -> None:
+    """leaf1 with the nine hosts, leaf2 with nine more of the same job, their host ports 40% busy."""
     for i, host in enumerate(HOSTS, start=1):
         t.link(host, "eth0", "leaf1", PORTS[host])
         t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
@@ -114,6 +114,11 @@ def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) 
         t.link(f"far-{i}", "eth0", "leaf2", f"Ethernet1/{i}")
         for d in ("leaf1", "leaf2"):
             t.counter(d, "switch", f"Ethernet1/{i}", "tx_bytes", steps(base=0.4 * LINE), PORT_CLOCK)
+
+
+def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    two_leaves(t)
     for k, port in enumerate(UPLINKS, start=1):  # switch-side LLDP on the uplinks
         t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
         during = 0.97 * LINE if k == 1 else 0.04 * LINE  # elephants collide on the first uplink
@@ -126,6 +131,35 @@ def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) 
     assert imb.evidence["hot_share"] > 0.9 and imb.evidence["speed_source"] == "inferred"
     assert abs((imb.start - t.window.start).total_seconds() - 60) <= 10
     assert imb.job_ids == ("team-a/train",)
+
+
+@pytest.mark.parametrize("hashing", ["colliding", "even"])
+def test_an_uplink_saturated_in_every_communication_phase_is_an_imbalance_whatever_its_mean(
+    store: Store, now: dt.datetime, hashing: str
+) -> None:
+    """Training alternates communication (3.2 s at line rate) and compute (1.8 s idle): the hot uplink carries 7x
+    each sibling's bytes and is saturated at its 90th percentile, its queue marking, while its mean is 64%. An
+    imbalance relative to its group. The same phases spread evenly over four uplinks saturate all of them in
+    every phase: demand, not hashing, no imbalance."""
+    t = Telemetry(now, 240)
+    two_leaves(t)
+    uplinks = [*UPLINKS, "Ethernet2/3", "Ethernet2/4"]
+    phases = [(float(s), s + 3.2) for s in range(0, 240, 5)]
+    for k, port in enumerate(uplinks, start=1):
+        t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        rate = LINE if k == 1 or hashing == "even" else LINE / 7
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(*[(a, b, rate) for a, b in phases]), Clock(1.0, 0.2))
+        marks = steps(*[(a, b, 1e5) for a, b in phases]) if rate == LINE else steps()
+        t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", marks, QUEUE_CLOCK, priority=3)
+    t.land(store)
+
+    found_ = found(store, t, "ecmp_imbalance")
+    if hashing == "even":
+        assert found_ == []
+        return
+    (imb,) = found_
+    assert imb.ports[0] == "leaf1:Ethernet2/1" and imb.evidence["hot_p90_utilization"] > 0.9
+    assert 0.55 < imb.evidence["hot_utilization"] < 0.75 and imb.evidence["sibling_p90_utilization"] < 0.2
 
 
 def unhandled_cnps(now: dt.datetime) -> tuple[Telemetry, tuple[float, float]]:

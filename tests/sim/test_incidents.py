@@ -165,14 +165,18 @@ def _ledger_run(
     world: World, hot: float, seconds: int = 120, down: tuple[int, int] | None = None, span: tuple[int, int] = (30, 100)
 ) -> None:
     """Feed leaf-r0-01's uplink counters to the world's ledger: 100G uplinks evenly loaded at 20%, except during
-    `span`, when the first one runs at `hot` of its line rate while its siblings carry 2% each."""
+    `span`, when the first one runs at `hot` of its line rate (its queue above the ECN threshold half the time)
+    while its siblings carry 2% each."""
     ledger = world.ledger
     assert ledger is not None
     n = len(ledger.ids)
-    total, rate = np.zeros(n), 100e9 / 8
+    total, rate, queued = np.zeros(n), 100e9 / 8, np.zeros(n)
     for t in range(seconds + 1):
         ledger.times.append(float(t))
         ledger.sent.append(total.copy())
+        ledger.queued.append(queued.copy())
+        if span[0] <= t < span[1]:
+            queued[0] += 0.5
         up = np.ones(n, dtype=bool)
         if down is not None and down[0] <= t <= down[1]:
             up[1] = False
@@ -219,6 +223,7 @@ def test_no_imbalance_is_labeled_outside_the_definition(case: str) -> None:
         for t in range(121):  # every member at 95%: too much demand, not bad spreading
             ledger.times.append(float(t))
             ledger.sent.append(np.full(n, t * 0.95 * 100e9 / 8))
+            ledger.queued.append(np.full(n, 0.5 * t))
             ledger.up.append(np.ones(n, dtype=bool))
     else:
         _ledger_run(world, hot=0.95, down=(50, 60))  # a flap moves the flows: no hashing to blame
