@@ -165,16 +165,16 @@ class Ledger:
             for k, j in _runs(near, hot):
                 member = group[int(hot[k])]
                 incidents = [
-                    (k + a, k + b)
-                    for a, b in _runs(bad[k : j + 1])
-                    if ends[k + b] - starts[k + a] >= rule.incident_s - 1e-9
+                    (k + x, k + y)
+                    for x, y in _runs(bad[k : j + 1])
+                    if ends[k + y] - starts[k + x] >= rule.incident_s - 1e-9
                 ]
-                for a, b in incidents:
+                for lo, hi in incidents:
                     what = (
-                        f"{member.device}:{member.name} carried {share[a : b + 1].mean():.0%} of its group's bytes, "
+                        f"{member.device}:{member.name} carried {share[lo : hi + 1].mean():.0%} of its group's bytes, "
                         "saturated in its busy phases with its queue up, while its siblings had room"
                     )
-                    out.append(Event("ecmp_imbalance", member, float(starts[a]), float(ends[b]), False, what))
+                    out.append(Event("ecmp_imbalance", member, float(starts[lo]), float(ends[hi]), False, what))
                 if not incidents:
                     what = f"{member.device}:{member.name} ran hot while its group had room, near the definition's edge"
                     out.append(Event("ecmp_imbalance", member, float(starts[k]), float(ends[j]), True, what))
