@@ -73,8 +73,14 @@ def _typed(frame: pl.DataFrame, expected: dict[str, pl.DataType], what: str) -> 
     return check_schema(frame.with_columns(casts) if casts else frame, expected, what)
 
 
+#: what makes a collective record one: the same operation of the same rank of the same process, completed at the
+#: same time (a file imported twice, or two collectors tailing one shared dump directory, store it twice)
+RECORD_KEY = ("host", "pid", "communicator", "rank", "collective", "sequence", "ts")
+
+
 def read_collectives(store: Store, window: Window, hosts: Sequence[str] | None = None) -> pl.DataFrame:
-    """The collectives that ended in the window (of `hosts` only, when given), COLLECTIVES_SCHEMA."""
+    """The collectives that ended in the window (of `hosts` only, when given), each record once whatever how many
+    times it was stored (`RECORD_KEY`), COLLECTIVES_SCHEMA."""
     where = " AND host IN {hosts:Array(String)}" if hosts is not None else ""
     params: dict[str, object] = {"start": window.start, "end": window.end}
     if hosts is not None:
@@ -82,7 +88,8 @@ def read_collectives(store: Store, window: Window, hosts: Sequence[str] | None =
     sql = f"""
 SELECT * FROM collectives
 WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}{where}
-ORDER BY host, communicator, rank, ts"""  # noqa: S608 - placeholders only
+ORDER BY host, communicator, rank, ts
+LIMIT 1 BY {", ".join(RECORD_KEY)}"""  # noqa: S608 - placeholders only
     return _typed(query_polars(store, sql, params), COLLECTIVES_SCHEMA, "collectives")
 
 

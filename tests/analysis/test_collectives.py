@@ -159,3 +159,13 @@ def test_nccl_in_a_pod_off_the_host_network_is_joined_by_its_pod(store: ChdbStor
     got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
     assert got.select("host", "pid", "job_id", "attribution").rows() == [("h2", 200, "ns/a", "pod")]
     assert got.schema == ATTRIBUTED_SCHEMA and isinstance(got, pl.DataFrame)
+
+
+def test_a_collective_stored_twice_is_read_once(store: ChdbStore, t0: dt.datetime) -> None:
+    """The same Inspector file imported twice, or two collectors tailing one shared dump directory: every record
+    lands twice, and is read once."""
+    store.insert("endpoints", pa.Table.from_batches([make_batch("endpoints", placements(t0)).data]))
+    for _ in range(2):
+        store.insert("collectives", collectives(t0))
+    got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
+    assert got.height == len(CASES)
