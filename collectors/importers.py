@@ -41,12 +41,16 @@ from rocescope.collectors.gnmi.values import reading
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
 from rocescope.errors import DecodeError
+from rocescope.pipeline.batch import Batch
 
 __all__ = [
     "add_value",
+    "gnmic_batches",
     "gnmic_documents",
+    "gnmic_note",
     "gnmic_rows",
     "kafka_messages",
+    "lldp_neighbors",
     "port_aliases",
     "sonic_dump",
     "source_device",
@@ -64,9 +68,64 @@ _NOT_KEYS = frozenset({"source", "subscription-name", "target"})
 Elems = list[tuple[str, Mapping[str, str]]]
 
 
+#: openconfig-lldp: /lldp/interfaces/interface[name]/neighbors/neighbor[id]/state/<leaf>, the leaves that name a
+#: cable's far end (openconfig-lldp.yang); the neighbour's other state (capabilities, TTL) is no cabling
+_LLDP_PATH = ("lldp", "interfaces", "interface", "neighbors", "neighbor", "state")
+_LLDP_LEAVES = frozenset({"system-name", "port-id", "port-id-type", "port-description", "chassis-id"})
+
+
+def _lldp_leaf(rows: CounterRows, ts: int, device: str, elems: Elems, value: object) -> bool:
+    """Keep an openconfig-lldp neighbour state leaf in `rows.neighbors` (True), or say it is none (False)."""
+    if len(elems) < 7 or tuple(n.rpartition(":")[2] for n, _ in elems[-7:-1]) != _LLDP_PATH:
+        return False
+    leaf = elems[-1][0].rpartition(":")[2]
+    if leaf not in _LLDP_LEAVES:
+        return False
+    port, neighbor = elems[-5][1].get("name", ""), elems[-3][1].get("id", "")
+    state = rows.neighbors.setdefault((device, port, neighbor), {})
+    state[leaf] = str(value)
+    state["ts"] = str(max(ts, int(state.get("ts", "0"))))
+    return True
+
+
+def lldp_neighbors(rows: CounterRows) -> list[tuple[Neighbor, int]]:
+    """The cables the gathered LLDP neighbour state names (a far end with a system name), with the latest time
+    each was stamped; the far port as lldpcli reads it (the description where the id is an address)."""
+    out = []
+    for (device, port, _), state in sorted(rows.neighbors.items()):
+        peer = state.get("system-name", "")
+        far = _peer_port(state.get("port-id-type", ""), state.get("port-id", ""), state.get("port-description", ""))
+        if device and port and peer and far:
+            out.append((Neighbor(device, port, peer, far), int(state["ts"])))
+    return out
+
+
+def gnmic_batches(rows: CounterRows) -> list[Batch]:
+    """The counters of gnmic output, and the cables its openconfig-lldp neighbour state names (`links`, source
+    gnmi, seen when the device stamped them)."""
+    from rocescope.collectors.lldp.collector import links_batch
+
+    by_time: dict[int, list[Neighbor]] = {}
+    for neighbor, ts in lldp_neighbors(rows):
+        by_time.setdefault(ts, []).append(neighbor)
+    links = [
+        links_batch(found, dt.datetime.fromtimestamp(ts / 1e9, dt.UTC), found[0].device, source="gnmi")
+        for ts, found in sorted(by_time.items())
+    ]
+    return [*rows.to_batches("switch", "import"), *links]
+
+
+def gnmic_note(rows: CounterRows) -> str:
+    """What an import of gnmic output left out of the counters, for its summary line."""
+    return f", {rows.nonnumeric} non-numeric, {len(lldp_neighbors(rows))} LLDP neighbour(s) as links"
+
+
 def add_value(rows: CounterRows, ts: int, device: str, elems: Elems, value: object, target: str) -> None:
     """One value at a gNMI path, named through the gNMI collector's catalog mapping and read as it reads it
-    (a word that is no value, or an unknown speed, is counted as non-numeric)."""
+    (a word that is no value, or an unknown speed, is counted as non-numeric); LLDP neighbour state is kept as
+    cabling (`lldp_neighbors`)."""
+    if _lldp_leaf(rows, ts, device, elems, value):
+        return
     r = resolve_elems(elems, target)
     x = reading(r.metric, value, r.factor)
     if x is None:

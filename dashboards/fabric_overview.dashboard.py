@@ -119,6 +119,28 @@ ORDER BY leaf, uplink""",
         ),
         w=12,
     )
+    lay.add(
+        gr.table(
+            "Coverage: what each switch lets the detectors judge",
+            f"""SELECT {q.col(q.C1M, "device")} AS switch,
+    uniqExactIf(port, metric = {q.metric("tx_bytes")}) AS ports,
+    uniqExactIf(port, metric = {q.metric("pfc_rx_pause_duration_us")}) AS pause_duration,
+    uniqExactIf(port, metric = {q.metric("pfc_rx_pause")}) AS pause_frames,
+    uniqExactIf(port, metric = {q.metric("pfc_rx_pause_total")}) AS pfc_per_interface_only,
+    uniqExactIf(port, metric = {q.metric("port_speed_bps")}) AS speed_reported,
+    round(60 / greatest(maxIf(samples, metric = {q.metric("queue_watermark_bytes")}), 1)) AS watermark_every_s,
+    round(60 / greatest(maxIf(samples, metric = {q.metric("queue_ecn_marked_packets")}), 1)) AS ecn_every_s
+FROM {q.C1M}
+WHERE $__timeFilter({q.col(q.C1M, "minute")}) AND {q.col(q.C1M, "role")} = 'switch'
+GROUP BY switch
+ORDER BY pause_duration + pause_frames + pfc_per_interface_only, switch""",
+            description="Ports whose switch counts no PFC pause cannot be judged for storms (per interface only: "
+            "the priority is assumed); without a reported speed it is inferred; queue watermarks read less often than "
+            "every 10 s or ECN marks less often than every second cannot place bursts under a second. "
+            "`rocescope coverage` says it per port, job and finding kind.",
+        ),
+        w=24,
+    )
     return gr.dashboard(
         "rocescope: fabric overview",
         "rocescope-fabric",

@@ -48,6 +48,9 @@ class CounterRows:
     unknown: int = 0  # values the catalog does not know (kept as `unknown:<raw>` or dropped, per source)
     malformed: int = 0  # records skipped as unreadable
     nonnumeric: int = 0  # text or binary values skipped
+    #: facts that are no counters, kept for their own table: LLDP neighbour state (openconfig-lldp over gNMI),
+    #: (device, local port, neighbour id) -> {leaf: value}, with `ts` the latest time any leaf was stamped
+    neighbors: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)
 
     def __len__(self) -> int:
         return len(self.value)
@@ -84,6 +87,7 @@ class CounterRows:
     def clear(self) -> None:
         self.truncate(0)
         self.unknown = self.malformed = self.nonnumeric = 0
+        self.neighbors.clear()
 
     def table(self, device: str, role: str, source: str) -> pa.Table:
         """The rows as a `counters` table; `device`/`source` fill the columns the rows did not set."""

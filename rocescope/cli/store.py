@@ -307,7 +307,8 @@ def _import_kind(
                         importers.gnmic_rows(importers.gnmic_documents(value), device or "", rows)
                     except DecodeError:
                         bad_msgs += 1
-                ship(rows.to_batches("switch", "import"), f"kafka {kafka_topic}", rows.malformed + bad_msgs)
+                batches = importers.gnmic_batches(rows)
+                ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, importers.gnmic_note(rows))
             for path in files:
                 try:
                     data = path.read_bytes()
@@ -316,8 +317,7 @@ def _import_kind(
                 name = device or path.name.split(".")[0]
                 if kind is ImportKind.gnmic:
                     rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
-                    batches = rows.to_batches("switch", "import")
-                    ship(batches, str(path), rows.malformed, f", {rows.nonnumeric} non-numeric")
+                    ship(importers.gnmic_batches(rows), str(path), rows.malformed, importers.gnmic_note(rows))
                 elif kind is ImportKind.lldpcli:
                     found, bad = parse_lldpcli(data, name)
                     ship([links_batch(found, when, name)] if found else [], str(path), bad)

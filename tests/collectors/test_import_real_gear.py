@@ -296,3 +296,39 @@ def test_a_counters_file_with_a_null_metric_is_refused_whole_with_a_clear_error(
     pq.write_table(bad, path)
     result = runner.invoke(app, ["--config", store_config(tmp_path), "import", str(path)])
     assert result.exit_code != 0 and "counters.metric: null values are not allowed" in result.output
+
+
+def lldp_events() -> list[dict[str, Any]]:
+    """An Arista leaf's openconfig-lldp neighbour state as gnmic writes it (openconfig-lldp.yang:
+    /lldp/interfaces/interface[name]/neighbors/neighbor[id]/state): a host's lldpd that sends its MAC as port id
+    and its interface name as description, and a spine that sends its interface name."""
+    state = "/lldp/interfaces/interface/neighbors/neighbor/state"
+    mac = "openconfig-lldp-types:MAC_ADDRESS"
+    host = {"system-name": "gpu-01", "port-id": "b8:ce:f6:00:00:01", "port-id-type": mac,
+            "port-description": "eth0", "chassis-id": "b8:ce:f6:00:00:00", "ttl": 120}  # fmt: skip
+    spine = {"system-name": "spine1", "port-id": "Ethernet1/1", "port-id-type": "openconfig-lldp-types:INTERFACE_NAME"}
+    return [
+        event("leaf1:6030", state, host, interface_name="Ethernet1/1", neighbor_id="1"),
+        event("leaf1:6030", state, spine, interface_name="Ethernet2/1", neighbor_id="2"),
+        event("leaf1:6030", "/interfaces/interface/state/counters/out-octets", 12345, interface_name="Ethernet1/1"),
+    ]
+
+
+def test_gnmic_lldp_neighbour_state_lands_as_links_not_as_non_numeric(tmp_path: Path) -> None:
+    from rocescope.collectors.importers import lldp_neighbors
+
+    rows = gnmic_rows(iter([lldp_events()]))
+    cables = sorted((n.device, n.port, n.peer_device, n.peer_port) for n, _ in lldp_neighbors(rows))
+    assert cables == [("leaf1", "Ethernet1/1", "gpu-01", "eth0"), ("leaf1", "Ethernet2/1", "spine1", "Ethernet1/1")]
+    assert rows.nonnumeric == 0 and "tx_bytes" in rows.metric
+    events = tmp_path / "lldp.json"
+    events.write_text(json.dumps(lldp_events()))
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "gnmic", str(events)])
+    assert done.exit_code == 0, done.output
+    assert "2 LLDP neighbour(s) as links" in done.output
+    got = sql_rows(cfg, "SELECT device, port, peer_device, peer_port, source FROM links ORDER BY port")
+    assert got == [
+        '"leaf1","Ethernet1/1","gpu-01","eth0","gnmi"',
+        '"leaf1","Ethernet2/1","spine1","Ethernet1/1","gnmi"',
+    ]
