@@ -4,12 +4,12 @@ should have paused it.
 Flapping links (`link_flap`). A flap is a down event of a link seen by either end: an `oper_up` gauge
 dip (consecutive samples at 0 on a port that is up elsewhere in the window; the link went down after
 the sample before), a `link_down_events` increase (mlx5 `link_down_events_phy`, which also counts
-downs shorter than a poll) or half a `carrier_transitions` increase (Linux `carrier_changes`, both
-directions). Both ends of a cable are one link: LLDP's adjacency, else (LLDP from the hosts only says nothing
-of the cables between switches) the two ports of no known peer that went down together, down for down, and
-with no other such port. Events of one link closer than
-`merge_gap_s` are one incident (one finding per flapping episode, not per flap: the link flaps
-again before anyone could have repaired it); it is reported when it has at least `min_flaps` downs
+downs shorter than a poll) or half the `carrier_transitions` of an incident (Linux `carrier_changes`, both
+directions: an outage whose down and up land in two samples is one down). Both ends of a cable are one
+link: LLDP's adjacency, else (LLDP from the hosts only says nothing of the cables between switches) the two
+ports of no known peer that went down together, down for down, and with no other such port. Events of one
+link closer than `merge_gap_s` are one incident (one finding per flapping episode, not per flap: the link
+flaps again before anyone could have repaired it); it is reported when it has at least `min_flaps` downs
 (one down and up is an outage, not a flap). This is how operators read flaps (e.g. Cisco/Arista
 link-flap error-disable: N flaps within an interval; Meta, "RDMA over Ethernet for Distributed AI
 Training at Meta Scale", SIGCOMM 2024, on link flaps stalling collectives).
@@ -150,14 +150,13 @@ def _down_events(ctx: Context) -> pl.DataFrame:
         )
     counted = frames.rates(list(DOWN_COUNTERS), min_rate=1e-9)
     if not counted.is_empty():
-        transitions = pl.col("metric") == "carrier_transitions"
         parts.append(
             counted.select(
                 "device",
                 "port",
                 (pl.col("ts") - pl.duration(microseconds=(pl.col("dt_s") * 1e6).round().cast(pl.Int64))).alias("start"),
                 pl.col("ts").alias("end"),
-                pl.when(transitions).then((pl.col("delta") / 2).ceil()).otherwise(pl.col("delta")).alias("downs"),
+                pl.col("delta").alias("downs"),  # transitions: halved per incident (`_flap_incidents`)
                 pl.col("metric").alias("source"),
             )
         )
@@ -177,7 +176,12 @@ def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame, coin
     if downs.is_empty():
         return []
     ev = _clusters(downs.join(_link_keys(ctx, downs, coincident), on=["device", "port"]), p.merge_gap_s)
+    # carrier transitions count both directions: a down is half of them over the whole incident, so one outage
+    # whose down and up land in two samples is one down, not two rounded up
     per_end = ev.group_by("link", "cluster", "device", "port", "source").agg(pl.col("downs").sum())
+    per_end = per_end.with_columns(
+        pl.when(pl.col("source") == "carrier_transitions").then((pl.col("downs") / 2).ceil()).otherwise("downs")
+    )
     counts = per_end.group_by("link", "cluster").agg(pl.col("downs").max().alias("flaps"))
     spans = ev.group_by("link", "cluster").agg(pl.col("start").min(), pl.col("end").max())
     rows = spans.join(counts, on=["link", "cluster"]).filter(pl.col("flaps") >= p.min_flaps).sort("start")

@@ -522,3 +522,18 @@ def test_a_storm_on_gear_that_counts_pfc_per_interface_only_is_found(store: Stor
     assert storm.priority == 3 and storm.evidence["pause_evidence"] == ["port_pause_frames"]
     assert "assumed" in storm.summary
     assert abs((storm.start - t.window.start).total_seconds() - on[0]) <= 31
+
+
+@pytest.mark.parametrize(("outages", "flaps"), [(1, 0), (3, 3)], ids=["one_outage", "three_flaps"])
+def test_a_hosts_carrier_changes_count_an_outage_once(store: Store, now: dt.datetime, outages: int, flaps: int) -> None:
+    """Linux counts `carrier_changes` both ways, read every second: one 20 s outage is a down in one read and an
+    up in another, one down (no flap); three outages within a minute are three downs (a flapping link)."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    starts = [60.0 + 25 * k for k in range(outages)]
+    spans = [(s + d, s + d + 0.1, 10.0) for s in starts for d in (0.5, 20.5)]  # each change counted once
+    t.counter("gpu-04", "nic", "eth0", "carrier_transitions", steps(*spans), nic_clock(4))
+    t.land(store)
+
+    got = found(store, t, "link_flap")
+    assert [f.evidence.get("flaps") for f in got] == ([flaps] if flaps else []), [f.summary for f in got]
