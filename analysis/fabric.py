@@ -13,7 +13,9 @@ Real gear names ports its own way and LLDP is often one-sided, so:
   no LLDP names are recognised from the bytes they carry (`links.py`: what one end sends, the other
   receives, minute by minute);
 * tiers come from the graph, never from device names: hosts are devices with NIC or host counters or job
-  placements; leaves are switches with a host neighbour; spines are the other switches. On a leaf, a port
+  placements; a device with no counters that LLDP names is a switch when a host names it or switches sit behind
+  two or more of its ports, else an endpoint nobody monitors (a storage array), host-like; leaves are switches
+  with a host neighbour; spines are the other switches. On a leaf, a port
   that faces a host is a downlink, one that faces a switch an uplink; with LLDP from the hosts only, the
   leaf's other ports (those with traffic counters) are its uplinks.
 
@@ -29,7 +31,7 @@ import datetime as dt
 import logging
 import re
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal
 
@@ -93,6 +95,9 @@ class Fabric:
     peers: dict[tuple[str, str], tuple[str, str]] = field(default_factory=dict)
     hosts: set[str] = field(default_factory=set)
     switches: set[str] = field(default_factory=set)
+    #: devices LLDP names that send no counters and are no switch (`_silent`): a storage array, an unmonitored host;
+    #: counted among the hosts (the ports facing them are downlinks)
+    endpoints: set[str] = field(default_factory=set)
     placements: list[Placement] = field(default_factory=list)
     #: device -> the port names its counters use (to resolve LLDP's spellings and aliases)
     counter_ports: dict[str, set[str]] = field(default_factory=dict)
@@ -174,9 +179,9 @@ class Fabric:
         lldp_rows = len(rows)
         if inferred is not None:
             rows += list(inferred.select("device", "port", "peer_device", "peer_port").iter_rows())
-        # switches known only from links (no counters in the window) still count as switches
-        for d, _, pd_, _ in rows:
-            fab.switches.update(x for x in (d, pd_) if x not in fab.hosts)
+        fab._silent(rows[:lldp_rows])
+        for d, _, pd_, _ in rows[lldp_rows:]:  # cables recognised from traffic join devices with counters
+            fab.switches.update(x for x in (d, pd_) if x not in fab.hosts and x not in fab.endpoints)
         fab.switches -= fab.hosts
         switch_lldp: set[str] = set()
         for k, (d, p, pd_, pp) in enumerate(rows):
@@ -187,6 +192,28 @@ class Fabric:
                 switch_lldp.update((d, pd_))
         fab._index(switch_lldp)
         return fab
+
+    def _silent(self, rows: Sequence[tuple[str, str, str, str]]) -> None:
+        """Devices LLDP names that send no counters: a switch when a host names it (hosts hang off switches: a
+        leaf nobody polls) or switches sit behind two or more of its ports (a spine nobody polls), else an
+        endpoint nobody monitors (a storage array), host-like: never a spine because a switch's LLDP names it
+        (capabilities cannot tell: hosts with IP forwarding advertise Router)."""
+        known = self.switches | self.hosts
+        behind: dict[str, set[str]] = defaultdict(set)
+        under_host: set[str] = set()
+        for d, p, pd_, pp in rows:
+            for me, port, other in ((d, p, pd_), (pd_, pp, d)):
+                if me in known or other not in known:
+                    continue
+                if other in self.hosts:
+                    under_host.add(me)
+                else:
+                    behind[me].add(port)
+        self.switches |= under_host
+        for device, ports in behind.items():
+            if device not in under_host:
+                (self.switches if len(ports) >= 2 else self.endpoints).add(device)
+        self.hosts |= self.endpoints
 
     def _name(self, device: str, port: str) -> str:
         """A port as `device`'s counters name it (LLDP may spell it another way, or give a SONiC alias)."""

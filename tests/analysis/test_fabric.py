@@ -63,3 +63,22 @@ def test_switch_side_lldp_with_another_spelling_than_the_counters() -> None:
     assert fab.port_kind("leaf", "Ethernet1/1") == "downlink" and fab.port_kind("leaf", "Ethernet1/2") == "uplink"
     assert fab.peer("gpu-1", "eth0") == ("leaf", "Ethernet1/1")  # known from the switch side only
     assert fab.peer("gpu-1", "mlx5_0/1") is None  # no placement names the RDMA device's netdev
+
+
+def test_a_device_lldp_names_without_counters_is_an_endpoint_unless_switches_sit_behind_two_of_its_ports() -> None:
+    """A storage array behind one leaf port (its LLDP says Router: hosts that forward do) is an endpoint nobody
+    monitors, the leaf port facing it a downlink, never an uplink to a 'spine'; a spine nobody polls, cabled to
+    two leaves, is still a spine."""
+    links = [
+        ("leaf-a", "Ethernet1/1", "gpu-1", "eth0"),
+        ("leaf-a", "Ethernet1/9", "storage-01", "ens1f0"),
+        ("leaf-a", "Ethernet2/1", "spine-x", "Ethernet1"),
+        ("leaf-b", "Ethernet1/1", "gpu-2", "eth0"),
+        ("leaf-b", "Ethernet2/1", "spine-x", "Ethernet2"),
+    ]
+    roles = {"gpu-1": "nic", "gpu-2": "nic", "leaf-a": "switch", "leaf-b": "switch"}
+    ports = {"leaf-a": ["Ethernet1/1", "Ethernet1/9", "Ethernet2/1"], "leaf-b": ["Ethernet1/1", "Ethernet2/1"]}
+    fab = build(links, roles, ports)
+    assert fab.endpoints == {"storage-01"} and fab.spines == {"spine-x"}
+    assert fab.port_kind("leaf-a", "Ethernet1/9") == "downlink" and fab.uplinks("leaf-a") == ["Ethernet2/1"]
+    assert fab.nic_behind("leaf-a", "Ethernet1/9") == ("storage-01", "ens1f0")

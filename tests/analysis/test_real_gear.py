@@ -119,8 +119,9 @@ def two_leaves(t: Telemetry) -> None:
 def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now, 240)
     two_leaves(t)
-    for k, port in enumerate(UPLINKS, start=1):  # switch-side LLDP on the uplinks
+    for k, port in enumerate(UPLINKS, start=1):  # switch-side LLDP on the uplinks, spines nobody polls
         t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        t.link("leaf2", port, f"spine{k}", "Ethernet1/2")
         during = 0.97 * LINE if k == 1 else 0.04 * LINE  # elephants collide on the first uplink
         shape = steps((60.0, 180.0, during), base=0.45 * LINE)
         t.counter("leaf1", "switch", port, "tx_bytes", shape, Clock(1.0, 0.2 + 0.3 * k))
@@ -147,6 +148,7 @@ def test_an_uplink_saturated_in_every_communication_phase_is_an_imbalance_whatev
     phases = [(float(s), s + 3.2) for s in range(0, 240, 5)]
     for k, port in enumerate(uplinks, start=1):
         t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        t.link("leaf2", port, f"spine{k}", "Ethernet1/2")
         rate = LINE if k == 1 or hashing == "even" else LINE / 7
         t.counter("leaf1", "switch", port, "tx_bytes", steps(*[(a, b, rate) for a, b in phases]), Clock(1.0, 0.2))
         marks = steps(*[(a, b, 1e5) for a, b in phases]) if rate == LINE else steps()
