@@ -25,7 +25,7 @@ from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import Frames, Window
 from rocescope.analysis.impact import ImpactParams
 from rocescope.analysis.speeds import PortSpeeds
-from rocescope.pipeline.store import query_polars
+from rocescope.pipeline.store import Store, query_polars
 
 __all__ = ["Coverage", "Item", "coverage"]
 
@@ -240,6 +240,6 @@ def coverage(frames: Frames, fabric: Fabric | None = None) -> Coverage:
     return out
 
 
-def coverage_at(store: Any, start: dt.datetime, end: dt.datetime) -> Coverage:
+def coverage_at(store: Store, start: dt.datetime, end: dt.datetime) -> Coverage:
     """The coverage of [start, end) in `store`."""
     return coverage(Frames(store, Window(start, end)))

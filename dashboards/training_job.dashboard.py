@@ -227,6 +227,23 @@ ORDER BY leaf, uplink""",
         ),
         w=24,
     )
+    lay.add(
+        gr.table(
+            "Coverage: what the job's hosts let the analysis judge",
+            f"""SELECT p.host AS host, p.nics AS nics,
+    countIf(c.host != '') AS collectives,
+    if(collectives = 0, 'no NCCL collectives from this host: the loss of the job cannot be measured here', '') AS note
+FROM (SELECT host, uniqExact(netdev) AS nics FROM ({q.JOB_ENDPOINTS}) GROUP BY host) AS p
+LEFT JOIN (SELECT {q.col(q.CO, "host")} AS host FROM {q.CO}
+           WHERE $__timeFilter({q.col(q.CO, "ts")})) AS c ON c.host = p.host
+GROUP BY p.host, p.nics
+ORDER BY collectives, host""",
+            description="Per host of the job, the NCCL collectives recorded under its name in the range: a host "
+            "with none (Inspector not enabled, a pod off the host network that reports its pod name) is where "
+            "slowdowns and GPU-seconds cannot be measured. `rocescope coverage` lists every reason.",
+        ),
+        w=24,
+    )
     return gr.dashboard(
         "rocescope: training job",
         "rocescope-job",

@@ -114,3 +114,56 @@ def test_findings_say_why_a_jobs_loss_is_not_measured_instead_of_a_dash(now: dt.
         seen.append(console.export_text())
     assert "not measured: no NCCL collectives in the window" in seen[0]
     assert "not measured: no collectives of the job around it" in seen[1]
+
+
+def test_a_storm_trace_without_speeds_is_judged_and_says_the_missing_speed(tmp_path: Path) -> None:
+    """A real SONiC storm (sonic-buildimage issue 6530, `redis-cli MONITOR` of COUNTERS_DB): pause frames per
+    priority, no speed, no pause duration, no LLDP. Storms are judged on the frames, read at the fastest speed."""
+    from store_cli import store_config
+
+    trace = Path(__file__).resolve().parents[1] / "fixtures" / "sonic" / "redis_monitor_pfc_storm_issue6530.txt"
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "sonic-monitor", "--device", "dut", str(trace)])
+    assert done.exit_code == 0, done.output
+    out = runner.invoke(
+        app, ["--config", cfg, "coverage", "--from", "2021-01-14T08:14:00Z", "--to", "2021-01-14T08:16:00Z", "--json"]
+    )
+    assert out.exit_code == 0, out.output
+    storms = [i for i in json.loads(out.stdout)["items"] if i["kind"] == "pfc_storm" and i["judged"]]
+    assert storms and {i["reason"] for i in storms} <= {
+        "pause frames and no speed: read at the fastest speed",
+        "no LLDP on either side: a storm's root cannot be named",
+    }
+    assert any(i["reason"] == "pause frames and no speed: read at the fastest speed" for i in storms)
+
+
+def test_nccl_in_pods_before_their_placement_is_known_is_joined_to_no_job(store: Store, now: dt.datetime) -> None:
+    """Collectives whose hostname is a pod nobody placed yet (no `endpoints` row): coverage says they are joined
+    to no job, per host, instead of the job looking healthy."""
+    import pyarrow as pa
+
+    from rocescope.collectors.nccl.parse import collectives_table
+    from rocescope.pipeline.batch import conform
+
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    n = 3
+    cols = {
+        "ts": [int((now + dt.timedelta(seconds=30 + k)).timestamp() * 1e9) for k in range(n)],
+        "host": ["train-worker-0"] * n,
+        "pid": pa.array([45] * n, pa.uint32()),
+        "collective": ["AllReduce"] * n,
+        "ranks": pa.array([16] * n, pa.int32()),
+        "rank": pa.array([0] * n, pa.int32()),
+        "exec_time_us": [100.0] * n,
+        "source": ["inspector_json"] * n,
+        "communicator": ["0x1"] * n,
+    }
+    store.insert("collectives", pa.Table.from_batches([conform("collectives", collectives_table(cols, n))]))
+    cov = coverage_at(store, t.window.start, t.window.end)
+    got = {(it.kind, it.where): (it.judged, it.reason) for it in cov.items}
+    assert got[("unexplained_slowdown", "collectives from train-worker-0")] == (
+        False,
+        "3 collective(s) joined to no job (none)",
+    )
