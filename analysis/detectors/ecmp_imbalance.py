@@ -17,9 +17,9 @@ says little, its busy phases say what the hashing did):
 * a bucket is *imbalanced* when the group moves at least `min_gbps` and its member with the most bytes carries
   `fair_shares` fair shares (1/n) of them (at most `max_share`: with two members twice the fair share is all),
   the 90th percentile of its samples' utilization is `hot_p90` or more (saturated in its busy phases), with
-  ECN marks or PFC pauses on it where the switch counts them (flows held back, not one flow at line rate), while
-  the median sibling's 90th percentile is `sibling_p90` or less (they had room for what the hash did not give
-  them). A spine group a polarization finding already covers is left to it;
+  ECN marks, PFC pauses or a queue watermark on it where the switch counts ECN marks (flows held back, not one
+  flow at line rate), while the median sibling's 90th percentile is `sibling_p90` or less (they had room for what
+  the hash did not give them). A spine group a polarization finding already covers is left to it;
 * imbalanced buckets of one (device, member) closer than 1.5 buckets form an episode, a finding when it lasts
   `min_seconds`: the hot member and the port facing it, the share of every member, the jobs whose traffic may
   cross the leaf's uplinks (NICs under it and under another leaf), and, when sampled packets are stored, the
@@ -37,6 +37,7 @@ import datetime as dt
 import polars as pl
 from pydantic import Field
 
+from rocescope.analysis.align import with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.detectors.polarization import flow_entropy
 from rocescope.analysis.episodes import episodes
@@ -54,14 +55,20 @@ class EcmpImbalanceParams(Params):
     sibling_p90: float = Field(
         0.6, gt=0, le=1, description="Median of the siblings' 90th percentiles, at most (M/D/1: under one packet)."
     )
+    min_watermark_bytes: float = Field(
+        1e6, gt=0, description="A queue watermark that shows flows held back (above a 400G ECN Kmin of a few 100 KB)."
+    )
     min_gbps: float = Field(1.0, ge=0, description="Group traffic below this is not judged.")
     min_seconds: float = Field(30.0, gt=0, description="Imbalance sustained at least this long (three buckets).")
     min_flows_per_link: float = Field(4.0, gt=0, description="Sampled flows per uplink below this is low entropy.")
     critical_utilization: float = Field(0.95, gt=0, le=1, description="A hot member this busy on average is critical.")
 
 
-#: ECN marks and PFC pauses on a member: its queue held flows back (one flow at line rate marks nothing)
-HELD = ("queue_ecn_marked_packets", "pfc_rx_pause", "pfc_rx_pause_duration_us")
+#: ECN marks and PFC pauses on a member, or its queue's watermark: its queue held flows back (one flow at line
+#: rate builds no queue)
+ECN = ("queue_ecn_marked_packets", "tx_ecn_marked_packets")
+HELD = (*ECN, "pfc_rx_pause", "pfc_rx_pause_duration_us")
+WATERMARK = "queue_watermark_bytes"
 
 
 def _groups(ctx: Context) -> pl.DataFrame:
@@ -147,20 +154,33 @@ def imbalanced_buckets(ctx: Context, p: EcmpImbalanceParams) -> pl.DataFrame:
 
 
 def _held_back(ctx: Context, p: EcmpImbalanceParams, hot: pl.DataFrame, devices: list[str]) -> pl.DataFrame:
-    """The hot buckets with ECN marks or PFC pauses on the hot member, on switches that count them."""
-    counting = set().union(*(ctx.frames.reporting(m) for m in HELD)) & set(devices)
+    """The hot buckets whose member's queue held flows back, on switches that count ECN marks (DCQCN's signal:
+    where they are not counted, zero pauses say nothing): ECN marks or PFC pauses in the bucket, or a queue
+    watermark of `min_watermark_bytes` read over it (a watermark covers the interval since the previous read:
+    SONiC's 60 s reads vouch for every bucket they span)."""
+    frames = ctx.frames
+    counting = set().union(*(frames.reporting(m) for m in ECN)) & set(devices)
     if hot.is_empty() or not counting:
         return hot
-    held = ctx.frames.totals(list(HELD), p.bucket_s, roles=["switch"], devices=sorted(counting))
-    held = with_ifaces(held.filter(pl.col("delta") > 0), ctx.fabric).select(
-        "device", pl.col("iface").alias("port"), "bucket"
-    )
-    marked = hot.join(
-        held.unique().with_columns(pl.col("bucket").cast(hot.schema["bucket"])),
-        on=["device", "port", "bucket"],
-        how="semi",
-    )
-    return pl.concat([marked, hot.filter(~pl.col("device").is_in(sorted(counting)))])
+    ms = max(1, round(p.bucket_s * 1000))
+    marked = frames.totals(list(HELD), p.bucket_s, roles=["switch"], devices=sorted(counting))
+    parts = [
+        with_ifaces(marked.filter(pl.col("delta") > 0), ctx.fabric).select(
+            "device", pl.col("iface").alias("port"), (pl.col("bucket").dt.epoch("ms") // ms).alias("_b")
+        )
+    ]
+    peaks = frames.gauges([WATERMARK], min_value=p.min_watermark_bytes, roles=["switch"], devices=sorted(counting))
+    if not peaks.is_empty():
+        every = frames.gauges([WATERMARK], roles=["switch"], devices=sorted(set(peaks["device"].to_list())))
+        keys = ["device", "port", "priority"]
+        timed = with_intervals(every, keys, p.bucket_s).join(peaks.select("ts", *keys), on=["ts", *keys], how="semi")
+        first = (pl.col("ts").dt.epoch("ms") - (pl.col("dt_s") * 1000).cast(pl.Int64)) // ms
+        spans = timed.select("device", "port", pl.int_ranges(first, pl.col("ts").dt.epoch("ms") // ms + 1).alias("_b"))
+        parts.append(with_ifaces(spans.explode("_b"), ctx.fabric).select("device", pl.col("iface").alias("port"), "_b"))
+    held = pl.concat(parts, how="vertical_relaxed").unique()
+    ours = hot.with_columns((pl.col("bucket").dt.epoch("ms") // ms).alias("_b"))
+    kept = ours.join(held, on=["device", "port", "_b"], how="semi").drop("_b")
+    return pl.concat([kept, hot.filter(~pl.col("device").is_in(sorted(counting)))])
 
 
 def _member_shares(
