@@ -212,10 +212,11 @@ def _jobs(frames: Frames) -> list[Item]:
     return items
 
 
-def coverage(frames: Frames, fabric: Fabric | None = None) -> Coverage:
-    """The window's coverage (see the module docstring)."""
+def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | None = None) -> Coverage:
+    """The window's coverage (see the module docstring); `fabric` and `speeds` as the detectors had them (each
+    costs scans of the window when built again)."""
     fabric = fabric or Fabric.from_frames(frames)
-    speeds = PortSpeeds(frames, fabric)
+    speeds = speeds or PortSpeeds(frames, fabric)
     inv = _inventory(frames)
     reads: dict[tuple[str, str], dict[str, float]] = {}
     roles: dict[str, str] = {}

@@ -141,7 +141,7 @@ def analyze(
     result.findings.sort(key=lambda f: (f.start, f.kind))
     t = time.perf_counter()
     try:
-        result.coverage = coverage(frames, fabric)
+        result.coverage = coverage(frames, fabric, ctx.speeds)
         log.info("could not judge in %s: %s", window, result.coverage.summary())
     except (RocescopeError, pl.exceptions.PolarsError) as exc:
         log.error("coverage failed on %s: %s", window, exc)
