@@ -1,0 +1,144 @@
+"""The ECMP and CNP detectors fed telemetry shaped like real gear, directly (see `test_real_gear.py`): uplink
+groups whose members' 1 s samples show communication phases, spines nobody polls, the CNP loop's balance where
+the fabric drops CNPs, where a NIC drops them, and where the peers are not monitored at all."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from rocescope.pipeline.store import Store
+
+from gear import HOSTS, LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
+from telemetry import Clock, Telemetry, steps
+
+
+def two_leaves(t: Telemetry) -> None:
+    """leaf1 with the nine hosts, leaf2 with nine more of the same job, their host ports 40% busy."""
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        t.endpoint("team-a/train", f"far-{i}", "eth0", "mlx5_0", f"10.0.2.{i}", 100 + i)
+        t.link(f"far-{i}", "eth0", "leaf2", f"Ethernet1/{i}")
+        for d in ("leaf1", "leaf2"):
+            t.counter(d, "switch", f"Ethernet1/{i}", "tx_bytes", steps(base=0.4 * LINE), PORT_CLOCK)
+
+
+def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    two_leaves(t)
+    for k, port in enumerate(UPLINKS, start=1):  # switch-side LLDP on the uplinks, spines nobody polls
+        t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        t.link("leaf2", port, f"spine{k}", "Ethernet1/2")
+        during = 0.97 * LINE if k == 1 else 0.04 * LINE  # elephants collide on the first uplink
+        shape = steps((60.0, 180.0, during), base=0.45 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", shape, Clock(1.0, 0.2 + 0.3 * k))
+    t.land(store)
+
+    (imb,) = found(store, t, "ecmp_imbalance")
+    assert imb.ports[0] == "leaf1:Ethernet2/1" and imb.devices == ("leaf1", "spine1")
+    assert imb.evidence["hot_share"] > 0.9 and imb.evidence["speed_source"] == "inferred"
+    assert abs((imb.start - t.window.start).total_seconds() - 60) <= 10
+    assert imb.job_ids == ("team-a/train",)
+
+
+@pytest.mark.parametrize("hashing", ["colliding", "even"])
+def test_an_uplink_saturated_in_every_communication_phase_is_an_imbalance_whatever_its_mean(
+    store: Store, now: dt.datetime, hashing: str
+) -> None:
+    """Training alternates communication (3.2 s at line rate) and compute (1.8 s idle): the hot uplink carries 7x
+    each sibling's bytes and is saturated at its 90th percentile, its queue marking, while its mean is 64%. An
+    imbalance relative to its group. The same phases spread evenly over four uplinks saturate all of them in
+    every phase: demand, not hashing, no imbalance."""
+    t = Telemetry(now, 240)
+    two_leaves(t)
+    uplinks = [*UPLINKS, "Ethernet2/3", "Ethernet2/4"]
+    phases = [(float(s), s + 3.2) for s in range(0, 240, 5)]
+    for k, port in enumerate(uplinks, start=1):
+        t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        t.link("leaf2", port, f"spine{k}", "Ethernet1/2")
+        rate = LINE if k == 1 or hashing == "even" else LINE / 7
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(*[(a, b, rate) for a, b in phases]), Clock(1.0, 0.2))
+        marks = steps(*[(a, b, 1e5) for a, b in phases]) if rate == LINE else steps()
+        t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", marks, QUEUE_CLOCK, priority=3)
+    t.land(store)
+
+    found_ = found(store, t, "ecmp_imbalance")
+    if hashing == "even":
+        assert found_ == []
+        return
+    (imb,) = found_
+    assert imb.ports[0] == "leaf1:Ethernet2/1" and imb.evidence["hot_p90_utilization"] > 0.9
+    assert 0.55 < imb.evidence["hot_utilization"] < 0.75 and imb.evidence["sibling_p90_utilization"] < 0.2
+
+
+def unhandled_cnps(now: dt.datetime) -> tuple[Telemetry, tuple[float, float]]:
+    """gpu-05 and gpu-06 send 1500 CNPs/s from 60 s to 170 s that no NIC handles; every NIC counts both."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    on = (60.0, 170.0)
+    for i, host in enumerate(HOSTS, start=1):
+        sent = steps((*on, 1500.0)) if host in ("gpu-05", "gpu-06") else steps()
+        t.counter(host, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(i))
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(i))
+    return t, on
+
+
+@pytest.mark.parametrize("counted_as", ["lossy queue drops", "port out-discards only"])
+def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_dropping_queue(
+    store: Store, now: dt.datetime, counted_as: str
+) -> None:
+    """Where the switch counts no lossy queue (Cumulus counts the RoCE class only, SR Linux no queue drops at
+    all), the port's out-discards point at the dropping port."""
+    t, on = unhandled_cnps(now)
+    if counted_as == "lossy queue drops":
+        drops = steps((*on, 3000.0))
+        t.counter("leaf1", "switch", "Ethernet2/1", "queue_dropped_packets", drops, QUEUE_CLOCK, priority=6)
+    else:
+        t.counter("leaf1", "switch", "Ethernet2/1", "tx_discards", steps((*on, 3000.0)), PORT_CLOCK)
+        t.counter("leaf1", "switch", "Ethernet2/2", "tx_discards", steps(), PORT_CLOCK)
+    for receiver in ("gpu-05", "gpu-06"):  # their QPs: the CNPs go to job-mates that count what they handle
+        for peer in range(1, 5):
+            t.qp(receiver, "mlx5_0", f"10.0.0.{peer}")
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.evidence["where"] == "fabric" and loss.evidence["verifiable"] and loss.severity == "critical"
+    assert {"gpu-05:eth0", "gpu-06:eth0", "leaf1:Ethernet2/1"} <= set(loss.ports)
+    assert abs((loss.start - t.window.start).total_seconds() - on[0]) <= 10
+
+
+@pytest.mark.parametrize("peers", ["a storage array nobody monitors", "unknown"])
+def test_cnps_to_peers_nobody_counts_are_unverifiable_not_lost(store: Store, now: dt.datetime, peers: str) -> None:
+    """Two NICs send CNPs for 110 s that no monitored NIC handles: their QPs go to a storage array that reports
+    no CNP counters (or nothing says where they go). Whether the CNPs were lost or handled where nobody counts
+    cannot be told: one finding, info, unverifiable, never a critical CNP loss."""
+    t, _ = unhandled_cnps(now)
+    for host in ("gpu-05", "gpu-06"):
+        if peers != "unknown":
+            t.qp(host, "mlx5_0", "10.0.9.99")
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.severity == "info" and not loss.evidence["verifiable"] and "unverifiable" in loss.summary
+    assert loss.evidence["unmonitored_peers"] == (None if peers == "unknown" else ["10.0.9.99"])
+
+
+def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
+    t = Telemetry(now, 240)
+    fabric(t)
+    on, senders = (60.0, 170.0), HOSTS[:4]
+    for i, host in enumerate(HOSTS, start=1):
+        handled = 500.0 if host in senders else 0.0
+        if host == "gpu-02":
+            handled = 150.0  # it handles 30% of what it is sent
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, handled)), nic_clock(i))
+        t.counter(
+            host, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 2000.0)) if host == "gpu-09" else steps(), nic_clock(i)
+        )
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.evidence["where"] == "nic" and loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0")
+    assert 0.2 < loss.evidence["handled_share"] < 0.4
