@@ -10,9 +10,12 @@ No detector joins on an exact timestamp; they go through these:
 * `mean_over` gives each row of a frame the mean rate of another series over that row's own interval,
   from the other series' cumulative counts (so a 60 s watermark reading gets the mean of sixty 1 s port
   samples, and a 1 s sample the share of a 10 s queue sample it falls in);
-* `peak_over` gives each row the highest rate the other series reached inside the row's interval;
 * `covering` gives each row the values of the other series' sample whose interval holds the row's time,
   within a tolerance (about one interval: clocks of different devices differ by up to a second).
+
+Tolerances for another clock's stamps are given in reads of the other series (`late_reads`: a fraction of
+that series' own median interval), never in one fabric-wide poll interval: a switch polled over SNMP every
+30 s beside NICs read every second has two cadences, and each series is judged by its own.
 """
 
 from __future__ import annotations
@@ -21,31 +24,44 @@ from collections.abc import Sequence
 
 import polars as pl
 
-__all__ = ["covering", "mean_over", "peak_over", "with_intervals"]
+__all__ = ["covering", "mean_over", "with_intervals"]
 
 
 def _us(seconds: pl.Expr) -> pl.Expr:
     return pl.duration(microseconds=(seconds * 1e6).round().cast(pl.Int64))
 
 
-def with_intervals(frame: pl.DataFrame, keys: Sequence[str], default_s: float) -> pl.DataFrame:
+def with_intervals(frame: pl.DataFrame, keys: Sequence[str], default_s: float = 1.0) -> pl.DataFrame:
     """`dt_s` for gauge samples: the time since the series' previous sample; a series' first sample gets the
-    series' median gap (`default_s` when it has a single sample)."""
+    series' median gap (a series of one sample: the median gap of all series in the frame, else `default_s`)."""
     if frame.is_empty():
         return frame.with_columns(pl.lit(None, pl.Float64).alias("dt_s"))
     gap = pl.col("ts").diff().over(keys).dt.total_microseconds() / 1e6
     out = frame.sort([*keys, "ts"]).with_columns(gap.alias("dt_s"))
     return out.with_columns(
-        pl.col("dt_s").fill_null(pl.col("dt_s").median().over(keys)).fill_null(default_s).clip(lower_bound=1e-3)
+        pl.col("dt_s")
+        .fill_null(pl.col("dt_s").median().over(keys))
+        .fill_null(pl.col("dt_s").median())
+        .fill_null(default_s)
+        .clip(lower_bound=1e-3)
     )
 
 
+def _late(frame: pl.DataFrame, source: pl.DataFrame, by: list[str], late_reads: float) -> pl.DataFrame:
+    """`frame` with `_late`: `late_reads` of the source series' median interval (per `by`), in seconds."""
+    if not late_reads:
+        return frame.with_columns(pl.lit(0.0).alias("_late"))
+    every = source.group_by(by).agg((pl.col("dt_s").median() * late_reads).alias("_late"))
+    return frame.join(every, on=by, how="left").with_columns(pl.col("_late").fill_null(0.0))
+
+
 def mean_over(
-    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], name: str, tolerance_s: float = 0.0
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], name: str, late_reads: float = 0.0
 ) -> pl.DataFrame:
     """`frame` with column `name`: the mean rate of `source` (a rates frame: `by`, ts, delta, dt_s) over each
-    row's interval (ts - dt_s, ts], shifted late by `tolerance_s` (a sample stamped just after the interval
-    by another clock still counts). Null where `source` has no sample in or after the interval."""
+    row's interval (ts - dt_s, ts], shifted late by `late_reads` of the source's own interval (a sample
+    stamped just after the interval by another clock still counts). Null where `source` has no sample in or
+    after the interval."""
     by = list(by)
     if frame.is_empty():
         return frame.with_columns(pl.lit(None, pl.Float64).alias(name))
@@ -57,9 +73,9 @@ def mean_over(
             pl.col("dt_s").cum_sum().over(by).alias("_cum_s"),
         )
     )
-    shift = _us(pl.lit(tolerance_s))
+    shift = _us(pl.col("_late"))
     when = source.schema["ts"]
-    rows = frame.with_row_index("_row").with_columns(
+    rows = _late(frame.with_row_index("_row"), source, by, late_reads).with_columns(
         (pl.col("ts") + shift).cast(when).alias("_hi"),
         (pl.col("ts") - _us(pl.col("dt_s")) + shift).cast(when).alias("_lo"),
     )
@@ -76,40 +92,16 @@ def mean_over(
     delta = pl.col("_chi") - pl.col("_clo").fill_null(0.0)
     seconds = pl.col("_shi") - pl.col("_slo").fill_null(0.0)
     rate = pl.when(seconds > 0).then(delta / seconds)
-    return joined.with_columns(rate.alias(name)).sort("_row").drop("_row", "_hi", "_lo", "_chi", "_clo", "_shi", "_slo")
-
-
-def peak_over(
-    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], name: str, tolerance_s: float = 0.0
-) -> pl.DataFrame:
-    """`frame` with column `name`: the highest `rate` of `source` among its samples that end inside each row's
-    interval (widened late by `tolerance_s`); null where none does. Frames here are small (a detector's
-    candidate rows and the few ports they name), so this is a plain range join."""
-    by = list(by)
-    if frame.is_empty():
-        return frame.with_columns(pl.lit(None, pl.Float64).alias(name))
-    rows = frame.with_row_index("_row")
-    when = source.schema["ts"]
-    bounds = rows.select(
-        "_row",
-        *by,
-        (pl.col("ts") - _us(pl.col("dt_s"))).cast(when).alias("_lo"),
-        (pl.col("ts") + _us(pl.lit(tolerance_s))).cast(when).alias("_hi"),
-    )
-    hits = (
-        bounds.join(source.select(*by, pl.col("ts").alias("_t"), pl.col("rate").alias("_r")), on=by)
-        .filter(pl.col("_t") > pl.col("_lo"), pl.col("_t") <= pl.col("_hi"))
-        .group_by("_row")
-        .agg(pl.col("_r").max().alias(name))
-    )
-    return rows.join(hits, on="_row", how="left").sort("_row").drop("_row")
+    dropped = ("_row", "_late", "_hi", "_lo", "_chi", "_clo", "_shi", "_slo")
+    return joined.with_columns(rate.alias(name)).sort("_row").drop(*dropped)
 
 
 def covering(
-    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], columns: Sequence[str], tolerance_s: float
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], columns: Sequence[str], late_reads: float
 ) -> pl.DataFrame:
     """`frame` with `columns` of the `source` sample whose interval (ts - dt_s, ts] holds each row's time:
-    the first source sample at or after it, kept when it began before the row's time (+ `tolerance_s`)."""
+    the first source sample at or after it, kept when it began before the row's time (+ `late_reads` of the
+    sample's own interval: another clock's stamp)."""
     by = list(by)
     if frame.is_empty():
         return frame.with_columns(*(pl.lit(None).alias(c) for c in columns))
@@ -127,7 +119,7 @@ def covering(
             tolerance=None,
             check_sortedness=False,
         )
-        .filter(pl.col("_t") - _us(pl.col("_d")) <= pl.col("ts") + _us(pl.lit(tolerance_s)))
+        .filter(pl.col("_t") - _us(pl.col("_d") * (1 + late_reads)) <= pl.col("ts"))
         .select("_row", *columns)
     )
     return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")

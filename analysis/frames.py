@@ -586,23 +586,3 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
     AND role = {role:String} AND (role != 'switch' OR metric IN ('tx_bytes', 'rx_bytes'))
 ORDER BY device, port"""
         return _plain(self._query(("ports", role), sql, self._params((), {"role": role})), PORTS_SCHEMA, "ports")
-
-    def poll_interval_s(self) -> float:
-        """The typical sampling interval in the window (median gap between samples of the first devices'
-        transmit counters in the first two minutes), 1 s if unknown."""
-        sql = """
-SELECT median(gap) AS poll_gap FROM (
-    SELECT dateDiff('nanosecond', lagInFrame(ts) OVER w, ts) / 1e9 AS gap, row_number() OVER w AS n
-    FROM counters
-    WHERE metric = 'tx_bytes' AND device IN (
-            SELECT DISTINCT device FROM counters_1m
-            WHERE metric = 'tx_bytes' AND minute >= toStartOfMinute({start:DateTime64(9, 'UTC')})
-                AND minute < {end:DateTime64(9, 'UTC')}
-            ORDER BY device LIMIT 8)
-        AND ts >= {start:DateTime64(9, 'UTC')} AND ts < {start:DateTime64(9, 'UTC')} + INTERVAL 2 MINUTE
-        AND ts < {end:DateTime64(9, 'UTC')}
-    WINDOW w AS (PARTITION BY device, port, priority ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-) WHERE n > 1 AND gap > 0"""
-        frame = self._query(("poll",), sql, self._params(()))
-        gap = frame["poll_gap"][0] if frame.height else None
-        return float(gap) if gap is not None and gap == gap and gap > 0 else 1.0

@@ -237,24 +237,24 @@ def _parallel(ports: list[Port], closest: Callable[[Port], set[Port]]) -> list[t
     return out
 
 
-def coincident_cables(
-    downs: pl.DataFrame, peer: Callable[[str, str], Port | None], slack_s: float, min_downs: int
-) -> dict[Port, str]:
-    """The two ends of each cable no LLDP names, from `downs` (device, port, start, end: each down event of a
-    port): ports that `peer` knows no peer of, that went down at least `min_downs` times, each time together
-    (within `slack_s`) with exactly one other such port on another device, and it with them.
-    (device, port) -> the other end's `device:netdev`. Ends that coincide with several others stay apart."""
+def coincident_cables(downs: pl.DataFrame, peer: Callable[[str, str], Port | None], min_downs: int) -> dict[Port, str]:
+    """The two ends of each cable no LLDP names, from `downs` (device, port, start, end, every_s: each down event
+    of a port and the interval of the series that saw it): ports that `peer` knows no peer of, that went down
+    at least `min_downs` times, each time together (each event widened by half its own read interval either
+    side: the two ends are read on two devices' clocks and cadences) with exactly one other such port on
+    another device, and it with them. (device, port) -> the other end's `device:netdev`. Ends that coincide
+    with several others stay apart."""
     spans: dict[Port, list[tuple[dt.datetime, dt.datetime]]] = defaultdict(list)
-    for device, port, start, end in downs.select("device", "port", "start", "end").iter_rows():
+    for device, port, start, end, every in downs.select("device", "port", "start", "end", "every_s").iter_rows():
         if peer(device, netdev_of(port)) is None:
-            spans[(device, port)].append((start, end))
+            half = dt.timedelta(seconds=0.5 * (every or 0.0))
+            spans[(device, port)].append((start - half, end + half))
     ends = [e for e, s in spans.items() if len(s) >= min_downs]
     if len(ends) > MAX_UNPAIRED_ENDS:
         return {}
-    slack = dt.timedelta(seconds=slack_s)
 
     def within(a: Port, b: Port) -> bool:
-        return all(any(s - slack <= e1 and s1 <= e + slack for s, e in spans[b]) for s1, e1 in spans[a])
+        return all(any(s <= e1 and s1 <= e for s, e in spans[b]) for s1, e1 in spans[a])
 
     partners = {a: [b for b in ends if b[0] != a[0] and within(a, b) and within(b, a)] for a in ends}
     return {a: f"{b[0][0]}:{netdev_of(b[0][1])}" for a, b in partners.items() if len(b) == 1 and partners[b[0]] == [a]}

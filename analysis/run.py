@@ -116,7 +116,7 @@ def analyze(
     result = AnalysisResult(uuid.uuid4().hex, window, [])
     t0 = time.perf_counter()
     fabric = Fabric.from_frames(frames)
-    ctx = Context(frames, fabric, frames.poll_interval_s())
+    ctx = Context(frames, fabric)
     result.seconds["frames"] = time.perf_counter() - t0
     with _progress(progress) as bar:
         task = bar.add_task("", total=len(suite)) if bar is not None else None

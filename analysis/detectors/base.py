@@ -29,12 +29,12 @@ P = TypeVar("P", bound=Params)
 
 @dataclass
 class Context:
-    """What a detector sees: the window's frames, the fabric, the finest sampling interval in play, and the
-    port speeds (reported, or inferred where no source reports them)."""
+    """What a detector sees: the window's frames, the fabric and the port speeds (reported, or inferred where
+    no source reports them). No fabric-wide poll interval: each series is judged at its own cadence (every
+    rate sample carries its interval, `dt_s`; gauges get theirs from `align.with_intervals`)."""
 
     frames: Frames
     fabric: Fabric
-    poll_s: float
     speeds: PortSpeeds = field(init=False)
     #: what the detectors that ran before found, jobs attributed (a detector of what nothing else explains)
     prior: list[Finding] = field(default_factory=list)

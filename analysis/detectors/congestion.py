@@ -89,7 +89,7 @@ def downlink_evidence(ctx: Context, p: FanInParams) -> pl.DataFrame:
     parts: list[pl.DataFrame] = []
     if not wm.is_empty():
         every = frames.gauges([QUEUE_WM], roles=["switch"], devices=sorted(set(wm["device"].to_list())))
-        timed = with_intervals(every, KEYS, ctx.poll_s).join(wm.select("ts", *KEYS), on=["ts", *KEYS], how="semi")
+        timed = with_intervals(every, KEYS).join(wm.select("ts", *KEYS), on=["ts", *KEYS], how="semi")
         parts.append(timed.select(*KEYS, "ts", "dt_s", pl.lit("watermark").alias("kind"), "value"))
     ecn = frames.rates([QUEUE_ECN], min_rate=p.min_ecn_rate, roles=["switch"])
     parts.append(ecn.select(*KEYS, "ts", "dt_s", pl.lit("ecn").alias("kind"), pl.col("rate").alias("value")))
@@ -174,10 +174,8 @@ def congested_samples(ctx: Context, evidence: pl.DataFrame, util: pl.DataFrame) 
         ev = ev.group_by("device", "port", "ts").agg(
             pl.col("dt_s").max(), pl.col("value").max(), pl.col("priority").min()
         )
-        median = ev["dt_s"].median()
-        tol = 0.5 * (float(median) if isinstance(median, int | float) else ctx.poll_s)
         hit = covering(util, ev.rename({"value": kind, "priority": f"{kind}_priority"}), ["device", "port"],
-                       [kind, f"{kind}_priority"], tol)  # fmt: skip
+                       [kind, f"{kind}_priority"], late_reads=0.5)  # fmt: skip
         out.append(hit.filter(pl.col(kind).is_not_null()).select("ts", "device", "port", kind, f"{kind}_priority"))
     if not out:
         return util.clear()
@@ -299,9 +297,13 @@ def fan_in(
     receiver = fabric.nic_behind(device, port)
     if receiver is None:
         return None
-    seconds = max((end - start).total_seconds(), ctx.poll_s)
-    sent = with_ifaces(_between(frames.rates(["cnp_sent"], min_rate=1.0, roles=["nic"]), start, end), fabric)
+    sent = with_ifaces(frames.rates(["cnp_sent"], min_rate=1.0, roles=["nic"]), fabric)
     sent = sent.filter(pl.col("device") == receiver[0], pl.col("iface") == receiver[1])
+    # a span shorter than one of the receiver's reads is rated over the read (its counts cover no less); a
+    # receiver sending no CNPs: over a second, the finest cadence switches' pause counters are commonly read at
+    every = sent["dt_s"].median()
+    seconds = max((end - start).total_seconds(), float(every) if isinstance(every, int | float) else 1.0)
+    sent = _between(sent, start, end)
     sent_rate = float(sent["delta"].sum()) / seconds
     # NICs handling CNPs are this receiver's senders only while it sends CNPs (lossy fan-in sends none)
     cnps = frames.rates(["cnp_handled"], min_rate=p.min_cnp_rate, roles=["nic"])

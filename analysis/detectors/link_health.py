@@ -52,6 +52,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
+from rocescope.analysis.align import with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import netdev_of, with_ifaces
@@ -121,8 +122,9 @@ def _link_keys(ctx: Context, ports: pl.DataFrame, coincident: Peers) -> pl.DataF
 
 
 def _down_events(ctx: Context) -> pl.DataFrame:
-    """Every link-down event in the window: device, port, start, end, downs, source."""
-    frames, poll = ctx.frames, ctx.poll_s
+    """Every link-down event in the window: device, port, start, end, downs, source, every_s (the interval of
+    the series that saw it: each series is read at its own cadence, SNMP's 30 s beside gNMI's 1 s)."""
+    frames = ctx.frames
     schema: dict[str, pl.DataType] = {
         "device": pl.String(),
         "port": pl.String(),
@@ -130,24 +132,25 @@ def _down_events(ctx: Context) -> pl.DataFrame:
         "end": pl.Datetime("ns", "UTC"),
         "downs": pl.Float64(),
         "source": pl.String(),
+        "every_s": pl.Float64(),
     }
     parts = [pl.DataFrame(schema=schema)]
     dips = frames.gauges_below([OPER_UP], 0.5)
     if not dips.is_empty():
-        series = frames.gauges([OPER_UP], min_value=0.5, devices=sorted(set(dips["device"].to_list())))
-        ever_up = series.select("device", "port").unique()
-        dips = dips.join(ever_up, on=["device", "port"])  # never up in the window: unused, not flapping
-        eps = episodes(dips, ["device", "port"], gap_s=1.5 * poll, interval=None)
-        parts.append(
-            eps.select(
-                "device",
-                "port",
-                (pl.col("start") - pl.duration(microseconds=round(poll * 1e6))).alias("start"),
-                "end",
-                pl.lit(1.0).alias("downs"),
-                pl.lit(OPER_UP).alias("source"),
-            )
+        series = frames.gauges([OPER_UP], devices=sorted(set(dips["device"].to_list())))
+        ever_up = series.filter(pl.col("value") >= 0.5).select("device", "port").unique()
+        # a down read is down since the read before it; reads one interval apart are one down
+        timed = with_intervals(series.join(ever_up, on=["device", "port"]), ["device", "port"])
+        dips = timed.filter(pl.col("value") < 0.5)  # never up in the window: unused, not flapping
+        eps = episodes(
+            dips,
+            ["device", "port"],
+            gap_s=0.0,
+            gap_intervals=1.5,
+            aggregations=[pl.col("dt_s").median().alias("every_s")],
         )
+        downs, source = pl.lit(1.0).alias("downs"), pl.lit(OPER_UP).alias("source")
+        parts.append(eps.select("device", "port", "start", "end", downs, source, "every_s"))
     counted = frames.rates(list(DOWN_COUNTERS), min_rate=1e-9)
     if not counted.is_empty():
         parts.append(
@@ -158,6 +161,7 @@ def _down_events(ctx: Context) -> pl.DataFrame:
                 pl.col("ts").alias("end"),
                 pl.col("delta").alias("downs"),  # transitions: halved per incident (`_flap_incidents`)
                 pl.col("metric").alias("source"),
+                pl.col("dt_s").alias("every_s"),
             )
         )
     return pl.concat([p.cast(pl.Schema(schema)) for p in parts])
@@ -342,7 +346,7 @@ def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coin
     for inc in optics:
         start, end = ctx.clip(inc.start, inc.end)
         ends = _ends(inc)
-        seconds = max((end - start).total_seconds(), ctx.poll_s)
+        seconds = max((end - start).total_seconds(), 1.0)  # a span clipped to nothing at the window's edge
         errors = sum(e.get("errors", 0.0) for e in inc.errors.values())
         ratio = max((e.get("error_ratio", 0.0) for e in inc.errors.values()), default=0.0)
         out.append(
@@ -384,14 +388,17 @@ def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
     lost = frames.rates(list(ROCE_LOSS), min_rate=1e-9, roles=["nic"])
     discards = discards.with_row_index("_row")
     keep: list[int] = []
-    slack = dt.timedelta(seconds=2 * ctx.poll_s)
     for device, port in discards.select("device", "port").unique().iter_rows():
         nic = ctx.fabric.nic_behind(device, port)
         if nic is None:
             continue
         theirs = with_ifaces(lost.filter(pl.col("device") == nic[0]), ctx.fabric).filter(pl.col("iface") == nic[1])
         mine = discards.filter((pl.col("device") == device) & (pl.col("port") == port))
+        theirs_every = theirs["dt_s"].median()
         for row, ts, dt_s in mine.select("_row", "ts", "dt_s").iter_rows():
+            # two reads of the slower series either side: the NIC and the switch count on their own clocks
+            every = max(dt_s, float(theirs_every) if isinstance(theirs_every, int | float) else dt_s)
+            slack = dt.timedelta(seconds=2 * every)
             lo, hi = ts - dt.timedelta(seconds=dt_s) - slack, ts + slack
             if not theirs.filter(pl.col("ts").is_between(lo, hi)).is_empty():
                 keep.append(row)
@@ -402,7 +409,7 @@ def _nic_confirmed_discards(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
 
 
 def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
-    frames, fabric, poll = ctx.frames, ctx.fabric, ctx.poll_s
+    frames, fabric = ctx.frames, ctx.fabric
     lossless = list(p.lossless_priorities)
     if not lossless:
         return []
@@ -429,7 +436,7 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame,
     out = []
     for row in eps.iter_rows(named=True):
         device, port, prio = row["device"], row["port"], int(row["priority"])
-        slack = dt.timedelta(seconds=2 * max(poll, float(row["interval_s"] or poll)))
+        slack = dt.timedelta(seconds=2 * float(row["interval_s"]))
         lo, hi = row["start"] - slack, row["end"] + slack
         here = (pl.col("device") == device) & (pl.col("port") == port) & pl.col("ts").is_between(lo, hi)
         if not paused.filter(here & (pl.col("priority") == prio)).is_empty():
@@ -479,7 +486,7 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame,
 
 def detect(ctx: Context, p: LinkHealthParams) -> list[Finding]:
     events = _down_events(ctx)
-    coincident = coincident_cables(events, ctx.fabric.peer, ctx.poll_s, p.min_flaps)
+    coincident = coincident_cables(events, ctx.fabric.peer, p.min_flaps)
     return _link_findings(ctx, p, events, coincident) + _misconfig_findings(ctx, p, events, coincident)
 
 

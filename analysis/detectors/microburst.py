@@ -41,7 +41,7 @@ from typing import Any
 import polars as pl
 from pydantic import Field
 
-from rocescope.analysis.align import covering, mean_over
+from rocescope.analysis.align import covering, mean_over, with_intervals
 from rocescope.analysis.detectors.base import Context, Detector
 from rocescope.analysis.detectors.congestion import (
     KEYS,
@@ -96,8 +96,8 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     if reads.is_empty():
         return pl.DataFrame()
     util = port_load(ctx, reads.select("device", "port").unique(), p.lossless_priorities)
-    tol = 0.5 * ctx.poll_s
-    reads = mean_over(reads, util, ["device", "port"], "tx_Bps", tolerance_s=tol)
+    # another clock may stamp a transmit sample up to half of its own interval late
+    reads = mean_over(reads, util, ["device", "port"], "tx_Bps", late_reads=0.5)
     speeds = util.group_by("device", "port").agg(pl.col("speed_Bps").first(), pl.col("speed_source").first())
     reads = reads.join(speeds, on=["device", "port"], how="left").with_columns(
         pl.when(pl.col("speed_Bps") > 0).then(pl.col("tx_Bps") / pl.col("speed_Bps")).alias("utilization")
@@ -108,8 +108,8 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
         "device", "port", pl.col("ts").alias("_s"), pl.col("dt_s").alias("_sd")
     )
     seen = reads.join(full, on=["device", "port"]).filter(
-        pl.col("_s") - _seconds(pl.col("_sd")) < pl.col("ts") + _seconds(pl.lit(tol)),
-        pl.col("_s") > pl.col("ts") - _seconds(pl.col("dt_s")) - _seconds(pl.lit(tol)),
+        pl.col("_s") - _seconds(pl.col("_sd")) < pl.col("ts") + _seconds(0.5 * pl.col("_sd")),
+        pl.col("_s") > pl.col("ts") - _seconds(pl.col("dt_s")) - _seconds(0.5 * pl.col("_sd")),
     )
     reads = reads.join(seen.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
     if reads.is_empty():
@@ -117,13 +117,13 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     frames = ctx.frames
     devices = sorted(set(reads["device"].to_list()))
     paused = frames.rates([RX_PAUSED_US], devices=devices, roles=["switch"])
-    reads = mean_over(reads, paused, KEYS, "paused_us_per_s", tolerance_s=tol).with_columns(
+    reads = mean_over(reads, paused, KEYS, "paused_us_per_s", late_reads=0.5).with_columns(
         (pl.col("paused_us_per_s").fill_null(0.0) / 1e6).alias("paused_fraction")
     )
     occupancy = frames.gauges([QUEUE_NOW], devices=devices, roles=["switch"])
     if not occupancy.is_empty():
-        occupancy = occupancy.with_columns(pl.lit(ctx.poll_s).alias("dt_s"))
-        reads = covering(reads, occupancy.rename({"value": "left"}), KEYS, ["left"], tol)
+        occupancy = with_intervals(occupancy, KEYS)
+        reads = covering(reads, occupancy.rename({"value": "left"}), KEYS, ["left"], late_reads=0.5)
     else:
         reads = reads.with_columns(pl.lit(None, pl.Float64).alias("left"))
     drained = pl.col("left").is_null() | (pl.col("left") <= p.max_left_fraction * pl.col("watermark"))

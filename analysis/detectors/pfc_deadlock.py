@@ -152,7 +152,7 @@ def detect(ctx: Context, p: DeadlockParams) -> list[Finding]:
             continue
         start: dt.datetime = max(edges[i].start for i in cycle)
         end: dt.datetime = min(edges[i].end for i in cycle)
-        if (end - start).total_seconds() < max(p.min_seconds, 0.5 * ctx.poll_s):
+        if (end - start).total_seconds() < max(p.min_seconds, 0.5 * max(edges[i].every_s for i in cycle)):
             continue
         start, end = ctx.clip(start, end)
         ports = [_ref(edges[i].paused) for i in cycle]

@@ -109,6 +109,7 @@ class Edge:
     paused_fraction: float | None  # None where the device reports no pause duration
     evidence: str  # pause_duration | pause_frames | watchdog
     watchdog: bool = False  # a PFC watchdog declared a storm or dropped packets on the queue
+    every_s: float = 0.0  # the median interval of the pause reads that time it (0: timed by a watchdog only)
 
     def overlaps(self, other: Edge, slack_s: float = 0.0) -> bool:
         slack = dt.timedelta(seconds=slack_s)
@@ -170,7 +171,7 @@ def _stalled(ctx: Context, p: StormParams, held: pl.DataFrame) -> pl.DataFrame:
     # ports whose counters name the RDMA device count against their netdev's transmit counter
     rows = with_ifaces(held, fabric)
     tx = tx.with_columns(pl.col("port").alias("iface"))
-    rows = mean_over(rows, tx, ["device", "iface"], "tx_Bps", tolerance_s=0.5 * ctx.poll_s)
+    rows = mean_over(rows, tx, ["device", "iface"], "tx_Bps", late_reads=0.5)
     speeds = ctx.speeds.frame(devices).select("device", pl.col("port").alias("iface"), "speed_Bps")
     rows = rows.join(speeds, on=["device", "iface"], how="left")
     # pause frames as a share of time: each frame buys 65535 quanta (512 bit times) and is refreshed after a
@@ -226,12 +227,19 @@ def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
     for d, port, prio, start, end, _n, frac, evidence, watchdog, interval, first, last in eps.iter_rows():
         if first is not None:
             start, end = first, last
-        if (end - start).total_seconds() < max(p.min_seconds, 0.5 * float(interval or ctx.poll_s)):
+        if (end - start).total_seconds() < max(p.min_seconds, 0.5 * float(interval or 0.0)):
             continue
         asserter = ctx.fabric.peer(d, port) or ("?", "?")
         paused = (d, ctx.fabric.iface(d, port))
-        out.append(Edge(paused, asserter, int(prio), start, end, frac, evidence or "watchdog", bool(watchdog)))
+        every = float(interval or 0.0)
+        out.append(Edge(paused, asserter, int(prio), start, end, frac, evidence or "watchdog", bool(watchdog), every))
     return out
+
+
+def _overlapping(rates: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
+    """Rate samples whose interval (ts - dt_s, ts] overlaps [start, end]: each series by its own cadence (a
+    watchdog's 10 s queue counters reach further past a storm's end than 1 s port counters)."""
+    return rates.filter(pl.col("ts") > start, pl.col("ts") - _seconds(pl.col("dt_s")) <= end)
 
 
 def _busy_elsewhere(ctx: Context, p: StormParams, edge: Edge) -> bool:
@@ -243,7 +251,7 @@ def _busy_elsewhere(ctx: Context, p: StormParams, edge: Edge) -> bool:
         return False
     metric = "rx_bytes" if device in fabric.hosts else "tx_bytes"
     rates = frames.rates([metric], devices=[device])
-    rates = rates.filter(pl.col("ts") > edge.start, pl.col("ts") <= edge.end + dt.timedelta(seconds=ctx.poll_s))
+    rates = _overlapping(rates, edge.start, edge.end)
     rates = with_ifaces(rates, fabric)
     rates = rates.filter(pl.col("iface") == port) if device in fabric.hosts else rates.filter(pl.col("iface") != port)
     if rates.is_empty():
@@ -298,7 +306,7 @@ def _watchdog(ctx: Context, storm: list[Edge], start: dt.datetime, end: dt.datet
     devices = sorted({e.paused[0] for e in storm})
     rates = ctx.frames.rates([WD_DETECTED, WD_RESTORED, *WD_DROPS], devices=devices)
     ports = {(e.paused[0], e.paused[1], e.priority) for e in storm}
-    rows = rates.filter(pl.col("ts") > start, pl.col("ts") <= end + dt.timedelta(seconds=ctx.poll_s))
+    rows = _overlapping(rates, start, end)
     schema = {"device": pl.String, "port": pl.String, "priority": pl.Int8}
     keep = pl.DataFrame(sorted(ports), schema=schema, orient="row")
     rows = with_ifaces(rows, ctx.fabric).drop("port").rename({"iface": "port"}).join(keep, on=KEYS, how="semi")
@@ -318,8 +326,7 @@ def _nic_stall(ctx: Context, root: str, start: dt.datetime, end: dt.datetime) ->
     if root not in ctx.fabric.hosts:
         return None
     rates = ctx.frames.rates([NIC_STALL_WARNING, NIC_STALL_ERROR], devices=[root])
-    late = dt.timedelta(seconds=2 * ctx.poll_s)
-    rows = rates.filter(pl.col("ts") > start, pl.col("ts") <= end + late, pl.col("delta") > 0)
+    rows = rates.filter(pl.col("ts") > start, pl.col("ts") - _seconds(2 * pl.col("dt_s")) <= end, pl.col("delta") > 0)
     if rows.is_empty():
         return None
     got = dict(rows.group_by("metric").agg(pl.col("delta").sum()).iter_rows())

@@ -160,7 +160,7 @@ def _port_bytes(ctx: Context, devices: list[str]) -> pl.DataFrame:
     return totals
 
 
-def _cold_samples(data: pl.DataFrame, p: PolarizationParams, poll_s: float) -> pl.DataFrame:
+def _cold_samples(data: pl.DataFrame, p: PolarizationParams) -> pl.DataFrame:
     """Per (spine, n, position, sample): the position's share of the spine's bytes and whether it is cold."""
     per_pos = data.group_by("device", "n", "pos", "t").agg(pl.col("delta").sum(), pl.col("dt_s").max())
     keys = ["device", "n", "t"]
@@ -250,12 +250,21 @@ def spine_episodes(ctx: Context, p: PolarizationParams) -> tuple[list[SpineEpiso
     raw = _port_bytes(ctx, sorted(set(groups["device"].to_list())))
     if raw.is_empty():
         return [], pl.DataFrame()
-    step = f"{max(1, round(ctx.poll_s * 1000))}ms"
-    data = raw.join(groups, on=["device", "port"]).with_columns(pl.col("ts").dt.round(step).alias("t"))
-    samples = _cold_samples(data, p, ctx.poll_s).filter(pl.col("cold"))
-    eps = episodes(samples, ["device", "n", "pos"], gap_s=(p.max_gap_polls + 0.5) * ctx.poll_s)
-    min_span = max(p.min_seconds, ctx.poll_s)
-    eps = eps.filter((pl.col("end") - pl.col("start")).dt.total_microseconds() >= min_span * 1e6)
+    # a spine's ports are read together, each spine at its own cadence: its samples meet on a grid of its reads
+    every = raw.group_by("device").agg(pl.col("dt_s").median().alias("every_s"))
+    step = pl.format("{}ms", (pl.col("every_s") * 1000).round().cast(pl.Int64).clip(lower_bound=1))
+    data = raw.join(groups, on=["device", "port"]).join(every, on="device")
+    data = data.with_columns(pl.col("ts").dt.round(step).alias("t"))
+    samples = _cold_samples(data, p).filter(pl.col("cold"))
+    eps = episodes(
+        samples,
+        ["device", "n", "pos"],
+        gap_s=0.0,
+        gap_intervals=p.max_gap_polls + 0.5,
+        aggregations=[pl.col("dt_s").median().alias("every_s")],
+    )
+    min_span = pl.max_horizontal(pl.lit(p.min_seconds), pl.col("every_s")) * 1e6
+    eps = eps.filter((pl.col("end") - pl.col("start")).dt.total_microseconds() >= min_span).drop("every_s")
     # cold positions of one spine and group size overlapping in time are one pattern (n > 2 may idle several)
     clusters: list[tuple[str, int, set[int], dt.datetime, dt.datetime]] = []
     for spine, n, pos, start, end, _samples in eps.sort("device", "n", "start").iter_rows():
