@@ -5,8 +5,9 @@ line per command, `<epoch> [<db> <client>] "HMSET" "COUNTERS:oid:0x..." "<field>
 dump it holds the counters' history, each poll at its own time. Writes of COUNTERS_DB (db 2) objects become
 counter rows through the same mapping as the dump importer (`importers.add_value`), named through a name map
 where one is given (`COUNTERS_PORT_NAME_MAP` and the queue and PG maps of a dump), else under their oid (the
-evidence is kept; a port named `oid-0x100000000000d` is still one port). Writes by the PFC watchdog's lua
-scripts (`[2 lua]`: its `_last` bookkeeping) and reads are no counters: skipped and counted.
+evidence is kept; a port named `oid-0x100000000000d` is still one port). The PFC watchdog's lua scripts write
+its verdict (`PFC_WD_STATUS`: `stormed`/`operational`, kept) and their bookkeeping (`*_last` copies of the
+counters, skipped and counted, as are reads).
 """
 
 from __future__ import annotations
@@ -60,9 +61,6 @@ def monitor_rows(text: str, device: str, names: Mapping[str, str] | None = None)
         if int(m.group("db")) != COUNTERS_DB:
             out.skip("another database")
             continue
-        if m.group("client") == "lua":
-            out.skip("the PFC watchdog's own bookkeeping (lua)")
-            continue
         if len(args) < 4 or len(args) % 2:
             out.rows.malformed += 1
             continue
@@ -74,5 +72,8 @@ def monitor_rows(text: str, device: str, names: Mapping[str, str] | None = None)
         seconds, _, fraction = m.group("ts").partition(".")
         ts = int(seconds) * 1_000_000_000 + int(fraction[:9].ljust(9, "0"))  # to the microsecond, exactly
         for name, value in zip(args[2::2], args[3::2], strict=True):
+            if m.group("client") == "lua" and name.endswith("_last"):
+                out.skip("the PFC watchdog's own bookkeeping (lua `_last` fields)")
+                continue
             add_value(out.rows, ts, device, [("COUNTERS", {}), (obj, {}), (name, {})], value, "COUNTERS_DB")
     return out

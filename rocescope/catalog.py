@@ -247,6 +247,10 @@ METRICS: tuple[Metric, ...] = (
     _m("pfcwd_storm_restored", "events", "counter", "PFC storms cleared (queue restored) on a queue.",
        per_priority=True, sonic_sai=("PFC_WD_QUEUE_STATS_DEADLOCK_RESTORED",),
        snmp=("cpfcWatchdogIfQueueRestores", "aristaPfcWatchdogTxQueueRecoveredCount")),
+    _m("pfcwd_stormed", "bool", "gauge",
+       "1 while the PFC watchdog holds a queue as stormed (SONiC COUNTERS_DB `PFC_WD_STATUS`: `stormed` / "
+       "`operational`, written by the watchdog's detection and restoration scripts).",
+       per_priority=True, sonic_sai=("PFC_WD_STATUS",)),
     _m("pfcwd_tx_dropped_packets", "packets", "counter", "Egress packets dropped by the PFC watchdog action.",
        per_priority=True, sonic_sai=("PFC_WD_QUEUE_STATS_TX_DROPPED_PACKETS",),
        snmp=("cpfcWatchdogIfQueueTotalDropPkts",)),
@@ -415,6 +419,11 @@ METRICS: tuple[Metric, ...] = (
     _m("oper_up", "bool", "gauge", "1 when the link is operationally up (collector maps enum states to 0/1).",
        openconfig=("state/oper-status",), srlinux=("oper-state",), sonic_db=("PORT_TABLE/oper_status",),
        snmp=("ifOperStatus",)),
+    _m("admin_up", "bool", "gauge",
+       "1 when the port is administratively enabled: a port an operator shut is down by intent, not a flap "
+       "(IF-MIB ifAdminStatus up(1)/down(2)/testing(3); OpenConfig UP/DOWN/TESTING; SR Linux enable/disable).",
+       openconfig=("state/admin-status",), srlinux=("admin-state",),
+       sonic_db=("PORT_TABLE/admin_status",), snmp=("ifAdminStatus",)),
     _m("link_down_events", "events", "counter", "Transitions of the link to down (flaps).",
        mlx5=("link_down_events_phy",), bnxt=("link_down_events",), ib_port=("link_downed",)),
     _m("carrier_transitions", "events", "counter", "Link up/down transitions, both directions.",

@@ -382,7 +382,7 @@ def synthetic_snmprec(
     seed: int = 0,
     names: Iterable[str] | None = None,
 ) -> str:
-    """An snmprec walk of a switch with `ports` Ethernet ports: ifDescr/ifName, ifOperStatus, the IF-MIB
+    """An snmprec walk of a switch with `ports` Ethernet ports: ifDescr/ifName, ifAdminStatus, ifOperStatus, the IF-MIB
     counters, ifHighSpeed (400G) and, with `pfc`, IEEE8021-PFC-MIB requests/indications. Values are
     deterministic in `seed`, so tests can compute what the collector must report."""
     port_names = list(names) if names is not None else [f"Ethernet{i * 8}" for i in range(ports)]
@@ -395,7 +395,8 @@ def synthetic_snmprec(
         idx = first_ifindex + i
         base = (seed + 1) * 1_000_000 + i * 1000
         add(f"1.3.6.1.2.1.2.2.1.2.{idx}", 4, name)
-        add(f"1.3.6.1.2.1.2.2.1.8.{idx}", 2, 1 if i % 7 else 2)
+        add(f"1.3.6.1.2.1.2.2.1.7.{idx}", 2, 2 if i % 14 == 0 else 1)  # ifAdminStatus: some shut (down(2))
+        add(f"1.3.6.1.2.1.2.2.1.8.{idx}", 2, 1 if i % 7 else 2)  # ifOperStatus: the shut ones and some more down
         for col in (13, 14, 19, 20):
             add(f"1.3.6.1.2.1.2.2.1.{col}.{idx}", 65, base + col)
         add(f"1.3.6.1.2.1.31.1.1.1.1.{idx}", 4, name)

@@ -3,10 +3,12 @@
 Telemetry values arrive as numbers, numeric text (SONiC and JSON_IETF uint64) or words. Words become
 numbers in two ways:
 
-* state words for any path (`UP`/`DOWN`, `true`/`false` -> 1/0), as oper status and pause status need;
+* state words for any path (`UP`/`DOWN`, `enable`/`disable`, `true`/`false` -> 1/0), as oper and admin
+  status and pause status need;
 * words a metric is reported in (`TEXT_VALUES`): a port speed is an OpenConfig identity
   (`openconfig-if-ethernet:SPEED_400GB`, openconfig-if-ethernet.yang `ETHERNET_SPEED`) or an SR Linux
-  enum (`400G`, srl_nokia-interfaces.yang `port-speed`), read as bits/s.
+  enum (`400G`, srl_nokia-interfaces.yang `port-speed`), read as bits/s; SONiC's PFC watchdog status
+  (`stormed`/`operational`) as 1/0.
 
 Some metrics are readings of a setting where zero means "not known" (`POSITIVE_ONLY`, from the catalog's
 `zero_is_unknown`): a port with no
@@ -23,7 +25,7 @@ from collections.abc import Callable, Mapping
 
 from rocescope import catalog
 
-__all__ = ["POSITIVE_ONLY", "STATE_WORDS", "TEXT_VALUES", "number", "reading", "scalar", "speed_bps"]
+__all__ = ["PFCWD_STATUS", "POSITIVE_ONLY", "STATE_WORDS", "TEXT_VALUES", "number", "reading", "scalar", "speed_bps"]
 
 #: Words that stand for 1/0 on any path (oper status, SONiC pause status, booleans as text).
 STATE_WORDS: Mapping[str, float] = {
@@ -34,7 +36,13 @@ STATE_WORDS: Mapping[str, float] = {
     "lower_layer_down": 0.0,
     "not_present": 0.0,
     "dormant": 0.0,
+    "testing": 0.0,  # IF-MIB / OpenConfig admin and oper TESTING: no packets pass
+    "enable": 1.0,  # SR Linux admin-state
+    "disable": 0.0,
 }
+
+#: SONiC's PFC watchdog queue status (COUNTERS_DB `PFC_WD_STATUS`), as `pfcwd_stormed`.
+PFCWD_STATUS: Mapping[str, float] = {"stormed": 1.0, "operational": 0.0}
 
 #: OpenConfig ETHERNET_SPEED identities: SPEED_10MB ... SPEED_2500MB ... SPEED_1600GB (SPEED_UNKNOWN: None).
 _OPENCONFIG_SPEED = re.compile(r"SPEED_(\d{1,5})(MB|GB)")
@@ -79,6 +87,7 @@ def speed_bps(text: str) -> float | None:
 TEXT_VALUES: Mapping[str, Callable[[str], float | None]] = {
     "port_speed_bps": speed_bps,
     "port_speed_configured_bps": speed_bps,
+    "pfcwd_stormed": lambda text: PFCWD_STATUS.get(text.strip().lower()),
 }
 #: Metrics where zero or less means "not known" (a speed not negotiated), never a real value (the catalog says).
 POSITIVE_ONLY: frozenset[str] = frozenset(m.name for m in catalog.METRICS if m.zero_is_unknown)

@@ -1,11 +1,11 @@
 """Walked varbinds -> canonical `counters` rows (the common `CounterRows`); ifIndex -> port name.
 
 A row's metric and scale come from `rocescope.catalog` (vendor `snmp`), its raw_name is the MIB object
-name, its priority -1 or, for a per-priority table, the index's priority. ifOperStatus becomes `oper_up`
-1/0 (unknown(4) gives no row); an ifHighSpeed of 0 (no speed known) gives no row and is counted as
-non-numeric (the catalog's `zero_is_unknown`). An object the catalog does not know is kept as metric `raw:<name>` (or
-dropped with `keep_unknown=False`). A row with a non-integer value or a bad index is skipped and counted
-as malformed; the good rows around it are kept.
+name, its priority -1 or, for a per-priority table, the index's priority. ifOperStatus and ifAdminStatus
+become `oper_up` and `admin_up` 1/0 (oper unknown(4) gives no row); an ifHighSpeed of 0 (no speed known)
+gives no row and is counted as non-numeric (the catalog's `zero_is_unknown`). An object the catalog does not
+know is kept as metric `raw:<name>` (or dropped with `keep_unknown=False`). A row with a non-integer value or
+a bad index is skipped and counted as malformed; the good rows around it are kept.
 
 Ports are named last (`SnmpRows.name_ports`), because a poll that meets an ifIndex it cannot name walks
 the names before it ships: ifName, ifDescr where the agent has no ifName, and `ifIndex:<n>` for an index
@@ -26,9 +26,10 @@ __all__ = ["UNKNOWN_PREFIX", "ColumnIndex", "SnmpRows", "names_from", "normalize
 
 #: Metric of an object the catalog does not know: `raw:<name>` (the NIC collector's convention).
 UNKNOWN_PREFIX = "raw:"
-_OPER_STATUS = "ifOperStatus"
-_OPER_UP = 1
-_OPER_UNKNOWN = 4  # ifOperStatus unknown(4): no row, like the NIC collector's `unknown` operstate
+#: IF-MIB status enums as 1/0: up(1) is 1, anything else 0; ifOperStatus unknown(4) gives no row, like the NIC
+#: collector's `unknown` operstate
+_STATUS = {"ifOperStatus": frozenset({4}), "ifAdminStatus": frozenset()}
+_STATUS_UP = 1
 #: InterfaceIndex is 1..2147483647 (IF-MIB); a bigger arc (BER allows any) would fail the whole poll's batch.
 _MAX_IFINDEX = 2**31 - 1
 
@@ -119,10 +120,11 @@ def normalize(
         if type(value) is not int:
             counters.malformed += 1
             continue
-        if obj.name == _OPER_STATUS:
-            if value == _OPER_UNKNOWN:
+        no_row = _STATUS.get(obj.name)
+        if no_row is not None:
+            if value in no_row:
                 continue
-            number = 1.0 if value == _OPER_UP else 0.0
+            number = 1.0 if value == _STATUS_UP else 0.0
         else:
             number = float(value) * col.factor
             if col.zero_is_unknown and number <= 0:

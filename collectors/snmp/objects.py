@@ -70,6 +70,7 @@ OBJECTS: Mapping[str, SnmpObject] = {
     o.name: o
     for o in (
         _obj("ifDescr", f"{_IF}.2"),
+        _obj("ifAdminStatus", f"{_IF}.7"),
         _obj("ifOperStatus", f"{_IF}.8"),
         _obj("ifInDiscards", f"{_IF}.13"),
         _obj("ifInErrors", f"{_IF}.14"),
@@ -118,6 +119,7 @@ _ALWAYS = (
     "ifOutDiscards",
     "ifInErrors",
     "ifOutErrors",
+    "ifAdminStatus",
     "ifOperStatus",
     "ifHighSpeed",
 )

@@ -4,8 +4,8 @@ A small responder on pysnmp's protocol layer (BER via pyasn1, `pysnmp.proto.api`
 GETNEXT and GETBULK over a sorted OID table rebuilt from `source()` (the switch's latest `counters`
 table) whenever that table's timestamp changes. What the real `rocescope.collectors.snmp.collector` walks:
 
-* IF-MIB ifTable: ifDescr, ifOperStatus (1 up / 2 down), ifInDiscards, ifInErrors (FCS errors),
-  ifOutDiscards, ifOutErrors (0): Counter32, wrapping at 2^32 as a device's would;
+* IF-MIB ifTable: ifDescr, ifAdminStatus (always up), ifOperStatus (1 up / 2 down), ifInDiscards, ifInErrors
+  (FCS errors), ifOutDiscards, ifOutErrors (0): Counter32, wrapping at 2^32 as a device's would;
 * ifXTable: ifName, ifHCInOctets, ifHCInUcastPkts, ifHCOutOctets, ifHCOutUcastPkts (Counter64),
   ifHighSpeed (Gauge32, Mb/s);
 * IEEE8021-PFC-MIB ieee8021PfcRequests / ieee8021PfcIndications (per interface, all priorities:
@@ -97,6 +97,7 @@ def oid_table(table: pa.Table) -> tuple[list[Oid], list[Any]]:
         name = rfc1902.OctetString(port.encode())
         rows.append(((*_IF, 2, idx), name))
         rows.append(((*_IFX, 1, idx), name))
+        rows.append(((*_IF, 7, idx), rfc1902.Integer32(1)))  # ifAdminStatus: the twin shuts no port
         rows.append(((*_IF, 8, idx), rfc1902.Integer32(1 if values.get((port, "oper_up", -1), 1) else 2)))
         rows.append(((*_IF, 20, idx), rfc1902.Counter32(0)))
         for metric, column, kind in _PORT_COLUMNS:

@@ -74,6 +74,11 @@ NOT_IN_SAMPLES: dict[tuple[str, str], str] = {
     ("srlinux", "transceiver/channel/input-power/latest-value"): "srl_nokia-interfaces power-levels "
     "grouping under /interface/transceiver/channel; filtered out of the csv",
     ("snmp", "ifOperStatus"): "IF-MIB ifTable column 1.3.6.1.2.1.2.2.1.8 (RFC 2863); not in the table",
+    ("snmp", "ifAdminStatus"): "IF-MIB ifTable column 1.3.6.1.2.1.2.2.1.7 (RFC 2863); not in the table",
+    ("openconfig", "state/admin-status"): "openconfig-interfaces /interfaces/interface/state/admin-status, as "
+    "SONiC's gNMI answers it in realdata 04_gnmi_sonic/sonic-gnmi_interfaces.json; the csv keeps only counters",
+    ("srlinux", "admin-state"): "srl_nokia-interfaces /interface/admin-state (tests/fixtures/yang/"
+    "srl_nokia-interfaces.yang, type srl_nokia-comm:admin-state: enable/disable); filtered out of the csv",
     **{
         ("cumulus", f"state/switch-priority/counters/{leaf}"): "Cumulus Linux 5.14 gNMI page, note on the QoS "
         "paths 5.14 changed: the pause counters' container moved to state/switch-priority[priority]/counters/ "

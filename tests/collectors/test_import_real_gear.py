@@ -98,6 +98,7 @@ def test_gnmic_events_give_port_speed_pfc_watchdog_and_watermarks() -> None:
     raws = {(d, r) for d, m, r in zip(rows.device, rows.metric, rows.raw_name, strict=True) if m == "port_speed_bps"}
     assert ("leaf1", "ethernet/state/negotiated-port-speed") in raws and ("sonic1", "PORT_TABLE/speed") in raws
     assert got[("sonic1", "Ethernet0", -1, "oper_up")] == 1.0
+    assert got[("sonic1", "Ethernet0", -1, "admin_up")] == 1.0  # APPL_DB PORT_TABLE admin_status "up"
     pfcwd = load(REAL / "sonic-gnmi_COUNTERS_Ethernet68_Pfcwd.txt")
     for key, fields in pfcwd.items():
         port, _, queue = key.partition(":")
@@ -105,6 +106,7 @@ def test_gnmic_events_give_port_speed_pfc_watchdog_and_watermarks() -> None:
             fields["PFC_WD_QUEUE_STATS_DEADLOCK_DETECTED"]
         )
         assert ("sonic1", port, int(queue), "pfcwd_storm_restored") in got
+        assert got[("sonic1", port, int(queue), "pfcwd_stormed")] == {"operational": 0.0}[fields["PFC_WD_STATUS"]]
     assert got[("sonic1", "Ethernet16", 5, "pg_watermark_bytes")] == 0.0
     assert not any(v == 0.0 for (_, _, _, m), v in got.items() if m == "port_speed_bps")
     assert rows.malformed == 0 and rows.nonnumeric > 2  # SPEED_UNKNOWN, N/A, and the port table's text fields

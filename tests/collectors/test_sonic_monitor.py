@@ -24,8 +24,28 @@ def test_the_trace_lands_each_poll_at_its_own_time_and_skips_what_is_no_counter(
     assert [v for _, v in pauses] == [66_600_000, 66_839_279] and all(r["port"] for r in rows)
     assert (pauses[1][0] - pauses[0][0]).total_seconds() == 0.800817
     assert {r["port"] for r in rows if r["metric"] == "pfc_rx_pause"} == {PORT}
-    assert trace.skipped == {"the PFC watchdog's own bookkeeping (lua)": 4, "a read or another command": 6}
+    bookkeeping = "the PFC watchdog's own bookkeeping (lua `_last` fields)"
+    assert trace.skipped == {bookkeeping: 4, "a read or another command": 6}
     assert trace.rows.malformed == 0 and trace.rows.nonnumeric == 0
+
+
+def test_the_watchdogs_verdict_is_kept_as_a_stormed_queue() -> None:
+    """The watchdog's detection script marks the queue it found stuck (`PFC_WD_STATUS` `stormed`, SONiC's
+    pfc_detect_*.lua) and restoration sets it back: both kept, per queue, as `pfcwd_stormed` 1/0."""
+    queue = "oid:0x15000000000265"
+    text = "".join(
+        f'{ts} [2 lua] "HSET" "COUNTERS:{queue}" "{field}" "{value}"\n'
+        for ts, field, value in (
+            ("1610612103.5", "PFC_WD_STATUS", "stormed"),
+            ("1610612103.5", "SAI_QUEUE_STAT_PACKETS_last", "12"),
+            ("1610612110.5", "PFC_WD_STATUS", "operational"),
+        )
+    )
+    trace = monitor_rows(text, "sonic-dut", {queue: "Ethernet16:4"})
+    (batch,) = trace.rows.to_batches("switch", "import")
+    got = [(r["port"], r["priority"], r["metric"], r["value"]) for r in batch.data.to_pylist()]
+    assert got == [("Ethernet16", 4, "pfcwd_stormed", 1.0), ("Ethernet16", 4, "pfcwd_stormed", 0.0)]
+    assert trace.skipped == {"the PFC watchdog's own bookkeeping (lua `_last` fields)": 1}
 
 
 def test_a_real_storm_trace_gives_one_storm_on_its_port_and_priority(tmp_path: Path) -> None:

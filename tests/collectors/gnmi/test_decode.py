@@ -75,8 +75,9 @@ def test_golden_sonic_port_counters() -> None:
 
 
 def test_golden_sonic_queues_and_pfcwd() -> None:
-    """COUNTERS/Ethernet68/Queues: the index comes from the object key `Ethernet68:3`; text fields
-    (PFC_WD_STATUS) are skipped, pause status true/false becomes 1/0; `Ethernet68:1:periodic` is kept raw."""
+    """COUNTERS/Ethernet68/Queues: the index comes from the object key `Ethernet68:3`; the watchdog's status
+    (PFC_WD_STATUS `operational`) becomes `pfcwd_stormed` 0, its action (`drop`, a setting) is skipped, pause
+    status true/false becomes 1/0; `Ethernet68:1:periodic` is kept raw."""
     dec, df = decode_file("sonic-gnmi_COUNTERS_Ethernet68_Queues.txt", "COUNTERS/Ethernet68/Queues")
     got = rows(df)
     assert got[("Ethernet68", 1, "queue_watermark_bytes")] == 64.0
@@ -85,7 +86,8 @@ def test_golden_sonic_queues_and_pfcwd() -> None:
     assert got[("Ethernet68", 3, "queue_occupancy_bytes")] == 0.0
     assert got[("Ethernet68", 1, "raw:periodic/SAI_QUEUE_STAT_SHARED_WATERMARK_BYTES")] == 192.0
     assert set(df["port"]) == {"Ethernet68"}
-    assert dec.stats.nonnumeric == 2 * 2  # PFC_WD_ACTION, PFC_WD_STATUS on queues 3 and 4
+    assert got[("Ethernet68", 3, "pfcwd_stormed")] == 0.0 and got[("Ethernet68", 4, "pfcwd_stormed")] == 0.0
+    assert dec.stats.nonnumeric == 2  # PFC_WD_ACTION on queues 3 and 4
     _, wd = decode_file("sonic-gnmi_COUNTERS_Ethernet68_Pfcwd.txt", "COUNTERS/Ethernet68/Pfcwd")
     assert {k for k in rows(wd) if not k[2].startswith("raw:")} == {
         ("Ethernet68", q, m)
@@ -93,6 +95,7 @@ def test_golden_sonic_queues_and_pfcwd() -> None:
         for m in (
             "pfcwd_storm_detected",
             "pfcwd_storm_restored",
+            "pfcwd_stormed",
             "queue_paused",
             "queue_tx_bytes",
             "queue_occupancy_bytes",

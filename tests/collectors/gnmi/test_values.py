@@ -71,5 +71,9 @@ def test_reading_applies_scale_words_and_the_zero_speed_rule() -> None:
         assert reading("port_speed_bps", unknown, 1e6) is None, unknown  # never a zero (or absurd) speed
     assert reading("tx_bytes", 0) == 0.0  # a counter's zero is a zero
     assert reading("oper_up", "DOWN") == 0.0 and reading(None, "up") == 1.0 and reading(None, True) == 1.0
+    assert reading("admin_up", "UP") == 1.0 and reading("admin_up", "TESTING") == 0.0  # OpenConfig admin-status
+    assert reading("admin_up", "enable") == 1.0 and reading("admin_up", "disable") == 0.0  # SR Linux admin-state
+    assert reading("pfcwd_stormed", "stormed") == 1.0 and reading("pfcwd_stormed", "operational") == 0.0
+    assert reading("tx_bytes", "stormed") is None
     assert reading("tx_bytes", "SPEED_400GB") is None  # words are values only where the metric says so
     assert reading(None, "SPEED_400GB") is None and reading("port_speed_bps", None) is None

@@ -114,6 +114,8 @@ def test_synthetic_switch_pfc_oper_speed(tmp_path: Path) -> None:
     rows = list(zip(d["port"], d["metric"], d["value"], d["raw_name"], strict=True))
     assert ("Ethernet0", "oper_up", 0.0, "ifOperStatus") in rows  # synthetic port 0 is down(2)
     assert ("Ethernet8", "oper_up", 1.0, "ifOperStatus") in rows
+    assert ("Ethernet0", "admin_up", 0.0, "ifAdminStatus") in rows  # synthetic port 0 is shut (down(2))
+    assert ("Ethernet8", "admin_up", 1.0, "ifAdminStatus") in rows
     assert ("Ethernet8", "port_speed_bps", 400e9, "ifHighSpeed") in rows  # 400000 Mb/s
     assert ("Ethernet8", "pfc_tx_pause_total", 1_001_102.0, "ieee8021PfcRequests") in rows
     assert ("Ethernet8", "pfc_rx_pause_total", 1_001_103.0, "ieee8021PfcIndications") in rows
