@@ -60,6 +60,10 @@ from rocescope.analysis.findings import Finding
 from rocescope.analysis.links import coincident_cables
 
 OPER_UP = "oper_up"
+ADMIN_UP = "admin_up"
+#: How long after an operator's no-shutdown a link may take to come up (autonegotiation and link training of
+#: 100-400G PHYs, IEEE 802.3 clauses 73/136: seconds); the peer's carrier change in that time is the shut's too.
+LINK_UP_S = 10.0
 DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
 ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks")
 RX_FRAMES = ("rx_unicast_packets", "rx_packets")
@@ -164,7 +168,42 @@ def _down_events(ctx: Context) -> pl.DataFrame:
                 pl.col("dt_s").alias("every_s"),
             )
         )
-    return pl.concat([p.cast(pl.Schema(schema)) for p in parts])
+    events = pl.concat([p.cast(pl.Schema(schema)) for p in parts])
+    shut = _shut(ctx)
+    if events.is_empty() or shut.is_empty():
+        return events
+    ifaces = [ctx.fabric.iface(d, port) for d, port in events.select("device", "port").iter_rows()]
+    events = events.with_row_index("_row").with_columns(pl.Series("_if", ifaces, pl.String))
+    intended = events.join(shut, left_on=["device", "_if"], right_on=["device", "iface"]).filter(
+        pl.col("start") <= pl.col("_until"), pl.col("end") >= pl.col("_from")
+    )
+    return events.join(intended.select("_row").unique(), on="_row", how="anti").drop("_row", "_if")
+
+
+def _shut(ctx: Context) -> pl.DataFrame:
+    """(device, iface, _from, _until): where an operator had shut a port (`admin_up` 0), on both ends of its
+    cable, until the link could be up again: a shut port goes down by intent and its peer sees its carrier
+    drop; neither is a flap."""
+    schema: dict[str, pl.DataType] = {
+        "device": pl.String(),
+        "iface": pl.String(),
+        "_from": pl.Datetime("ns", "UTC"),
+        "_until": pl.Datetime("ns", "UTC"),
+    }
+    dips = ctx.frames.gauges_below([ADMIN_UP], 0.5)
+    if dips.is_empty():
+        return pl.DataFrame(schema=schema)
+    series = ctx.frames.gauges([ADMIN_UP], devices=sorted(set(dips["device"].to_list())))
+    rows = []
+    shut = with_intervals(series, ["device", "port"]).filter(pl.col("value") < 0.5)
+    for device, port, ts, dt_s in shut.select("device", "port", "ts", "dt_s").iter_rows():
+        start, until = ts - dt.timedelta(seconds=dt_s), ts + dt.timedelta(seconds=dt_s + LINK_UP_S)
+        iface = ctx.fabric.iface(device, port)
+        rows.append((device, iface, start, until))
+        peer = ctx.fabric.peer(device, iface)
+        if peer:
+            rows.append((peer[0], peer[1], start, until))
+    return pl.DataFrame(rows, schema=schema, orient="row")
 
 
 def _clusters(frame: pl.DataFrame, gap_s: float) -> pl.DataFrame:

@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import polars as pl
 from pydantic import Field
 
-from rocescope.analysis.align import mean_over
+from rocescope.analysis.align import mean_over, with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
@@ -58,6 +58,7 @@ PAUSE_FRAMES = "pfc_rx_pause"
 #: others over SNMP count PFC per interface only)
 PORT_PAUSE_FRAMES = "pfc_rx_pause_total"
 WD_DETECTED, WD_RESTORED = "pfcwd_storm_detected", "pfcwd_storm_restored"
+WD_STORMED = "pfcwd_stormed"
 WD_DROPS = ("pfcwd_tx_dropped_packets", "pfcwd_rx_dropped_packets")
 NIC_STALL_WARNING, NIC_STALL_ERROR = "pause_storm_warning_events", "pause_storm_error_events"
 KEYS = ["device", "port", "priority"]
@@ -141,9 +142,20 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
             held(pause_frames, "pause_frames", pl.col("rate")),  # frames/s: read as a share once the speed is known
             held(port_frames, "port_pause_frames", pl.col("rate")),
             held(watchdog, "watchdog", unknown),
+            held(_stormed(ctx), "watchdog", unknown),
             held(_nic_side(ctx, p), "nic_pause_duration", pl.col("rate") / 1e6),
         ]
     )
+
+
+def _stormed(ctx: Context) -> pl.DataFrame:
+    """The reads in which a PFC watchdog held a queue as stormed (SONiC `PFC_WD_STATUS`), each covering the time
+    since its series' previous read; only the devices whose watchdog ever said so are read in full."""
+    said = ctx.frames.gauges([WD_STORMED], min_value=0.5, roles=["switch"])
+    if said.is_empty():
+        return said.with_columns(pl.lit(None, pl.Float64).alias("dt_s"))
+    every = ctx.frames.gauges([WD_STORMED], roles=["switch"], devices=sorted(set(said["device"].to_list())))
+    return with_intervals(every, KEYS).filter(pl.col("value") >= 0.5)
 
 
 def _nic_side(ctx: Context, p: StormParams) -> pl.DataFrame:

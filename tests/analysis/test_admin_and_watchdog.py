@@ -1,0 +1,61 @@
+"""States the gear reports as words, read as evidence: a port an operator shut (`admin_up` 0) goes down by intent,
+not by flapping; a queue SONiC's PFC watchdog holds as stormed (`PFC_WD_STATUS`, `pfcwd_stormed` 1) is a storm
+even where no pause counter is read."""
+
+from __future__ import annotations
+
+import datetime as dt
+
+import pytest
+
+from rocescope.pipeline.store import Store
+
+from gear import PORT_CLOCK, PORTS, QUEUE_CLOCK, fabric, found, nic_clock
+from telemetry import Telemetry, steps
+
+SHUTS = [(60.0, 90.0, 0.0), (120.0, 150.0, 0.0)]
+
+
+@pytest.mark.parametrize("shut", [True, False], ids=["shut_by_an_operator", "down_by_itself"])
+def test_a_port_an_operator_shuts_twice_is_no_flap(store: Store, now: dt.datetime, shut: bool) -> None:
+    """Two 30 s downs of leaf1's port to gpu-04, its host's carrier dropping and coming back each time: two
+    downs of a link by itself are a flapping link; the same two while the port was administratively down are
+    an operator's work (shut, no shut)."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    port = PORTS["gpu-04"]
+    t.gauge("leaf1", "switch", port, "oper_up", steps(*SHUTS, base=1.0), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "admin_up", steps(*(SHUTS if shut else ()), base=1.0), PORT_CLOCK)
+    changes = [(edge + 0.5, edge + 0.6, 10.0) for start, end, _ in SHUTS for edge in (start, end + 3.0)]
+    t.counter("gpu-04", "nic", "eth0", "carrier_transitions", steps(*changes), nic_clock(4))
+    t.land(store)
+
+    flaps = found(store, t, "link_flap")
+    if shut:
+        assert not flaps, [f.summary for f in flaps]
+    else:
+        (flap,) = flaps
+        assert set(flap.ports) == {f"leaf1:{port}", "gpu-04:eth0"} and flap.evidence["flaps"] == 2
+
+
+def test_a_queue_the_watchdog_holds_as_stormed_is_a_storm_without_pause_counters(
+    store: Store, now: dt.datetime
+) -> None:
+    """SONiC's watchdog says `stormed` on queue 3 of leaf1's port to gpu-03 for 90 s (read every 10 s with the
+    queue counters), the port transmitting nothing meanwhile; the switch's pause counters are not read at all."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    stuck, on = "gpu-03", (60.0, 150.0)
+    port = PORTS[stuck]
+    t.counter("leaf1", "switch", port, "tx_bytes", steps((*on, 0.0), base=0.3 * 50e9), PORT_CLOCK)
+    for prio in (3, 4):
+        held = steps((*on, 1.0)) if prio == 3 else steps()
+        t.gauge("leaf1", "switch", port, "pfcwd_stormed", held, QUEUE_CLOCK, prio)
+    t.land(store)
+
+    (storm,) = found(store, t, "pfc_storm")
+    assert f"leaf1:{port}" in storm.ports and storm.priority == 3
+    assert storm.evidence["root"] == f"{stuck}:eth0" and storm.evidence["pause_evidence"] == ["watchdog"]
+    assert (
+        abs((storm.start - now).total_seconds() - on[0]) <= 11 and abs((storm.end - now).total_seconds() - on[1]) <= 11
+    )
