@@ -9,7 +9,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from pydantic import BaseModel, ConfigDict, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
@@ -19,9 +19,32 @@ from rocescope.errors import ConfigError
 
 
 class Params(BaseModel):
-    """Thresholds of one detector; unknown keys are configuration errors, not silently ignored."""
+    """Thresholds of one detector; unknown keys are configuration errors, not silently ignored. Every field is
+    declared with `threshold` (its source beside it)."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+#: Where a threshold comes from, the first word of its source: a `standard` (IEEE, IETF, a MIB), a `vendor`'s
+#: documented default or behaviour, a `derivation` (from physics, from how the evidence is read, or from another
+#: parameter), or a `convention` of operators (how the field reads such events, e.g. an error-disable default).
+SOURCE_KINDS = ("standard", "vendor", "derivation", "convention")
+
+
+def threshold(default: Any, description: str, source: str, **constraints: Any) -> Any:
+    """A detector parameter with its source (`<kind>: <why>`, kind one of SOURCE_KINDS), kept in the field's
+    JSON schema where `rocescope detectors` and the parameter-source test read it."""
+    kind, _, why = source.partition(":")
+    if kind not in SOURCE_KINDS or not why.strip():
+        raise ValueError(f"a threshold's source is '<{'|'.join(SOURCE_KINDS)}>: <why>', not {source!r}")
+    return Field(default, description=description, json_schema_extra={"source": source}, **constraints)
+
+
+def source_of(params: type[BaseModel], name: str) -> str | None:
+    """The source a parameter was declared with (None: declared without one)."""
+    extra = params.model_fields[name].json_schema_extra
+    value = extra.get("source") if isinstance(extra, dict) else None
+    return value if isinstance(value, str) else None
 
 
 P = TypeVar("P", bound=Params)

@@ -50,9 +50,8 @@ from __future__ import annotations
 import datetime as dt
 
 import polars as pl
-from pydantic import Field
 
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding, Severity
@@ -65,26 +64,79 @@ PORT_TX_DROPS = "tx_discards"
 
 
 class CnpLossParams(Params):
-    bucket_s: float = Field(10.0, gt=0, description="Seconds of counters summed per balance check.")
-    min_seconds: float = Field(20.0, ge=0, description="A loss must last at least this long.")
-    max_handled_ratio: float = Field(
-        0.5, ge=0, lt=1, description="Suspect handles at most this share of its job-mates' median."
+    bucket_s: float = threshold(
+        10.0,
+        "Seconds of counters summed per balance check.",
+        "derivation: NICs are read at their own instants and clocks; a 10 s bucket holds ten 1 s NIC reads, so a read "
+        "landing in the neighbouring bucket shifts the balance by about a tenth, not all of it.",
+        gt=0,
     )
-    min_peer_handled_rate: float = Field(
-        10.0, gt=0, description="CNPs/s a job-mate must handle to count as evidence the loop is active."
+    min_seconds: float = threshold(
+        20.0,
+        "A loss must last at least this long.",
+        "derivation: two consecutive 10 s buckets (twice bucket_s), so one bucket's read skew or one late read "
+        "cannot make a finding on its own.",
+        ge=0,
     )
-    min_lost_share: float = Field(
-        0.5, gt=0, le=1, description="Fabric-wide lost CNPs must cover this share of the suspects' shortfall."
+    max_handled_ratio: float = threshold(
+        0.5,
+        "Suspect handles at most this share of its job-mates' median.",
+        "derivation: job-mates' traffic can be marked at the same queues, but their shares of it differ; half the "
+        "median leaves a factor of two for that spread, and the fabric balance must still explain the shortfall.",
+        ge=0,
+        lt=1,
     )
-    min_lost_rate: float = Field(5.0, ge=0, description="Fabric-wide lost CNPs per second, at least.")
-    max_fabric_handled_share: float = Field(
-        0.5, ge=0, lt=1, description="Loss in the fabric: the NICs handled at most this share of the CNPs sent."
+    min_peer_handled_rate: float = threshold(
+        10.0,
+        "CNPs/s a job-mate must handle to count as evidence the loop is active.",
+        "derivation: the same floor as the fan-in detectors' min_cnp_rate (10/s, one CNP per 100 ms): a job-mate "
+        "notified less is barely in the congestion, so it shows no active loop to compare against.",
+        gt=0,
     )
-    min_paused_fraction: float = Field(
-        0.001, ge=0, le=1, description="Share of time a suspect PFC-paused counts as held back (lossless priority)."
+    min_lost_share: float = threshold(
+        0.5,
+        "Fabric-wide lost CNPs must cover this share of the suspects' shortfall.",
+        "derivation: a NIC that only sees less congestion than its job-mates leaves no CNPs unhandled; the fabric's "
+        "lost CNPs must account for half of its shortfall, leaving room for the skew of bucketed reads.",
+        gt=0,
+        le=1,
     )
-    lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that run PFC (RoCE traffic).")
-    critical_seconds: float = Field(60.0, gt=0, description="Findings at least this long are critical.")
+    min_lost_rate: float = threshold(
+        5.0,
+        "Fabric-wide lost CNPs per second, at least.",
+        "derivation: 5/s (50 per 10 s bucket), half of min_peer_handled_rate's 10/s, so a balance a few CNPs off "
+        "(reads landing in the neighbouring bucket) is not taken for loss.",
+        ge=0,
+    )
+    max_fabric_handled_share: float = threshold(
+        0.5,
+        "Loss in the fabric: the NICs handled at most this share of the CNPs sent.",
+        "derivation: a working loop handles nearly every CNP sent; most of them never handled is loss on the way, "
+        "and half leaves room for read skew and for a loss on some paths only.",
+        ge=0,
+        lt=1,
+    )
+    min_paused_fraction: float = threshold(
+        0.001,
+        "Share of time a suspect PFC-paused counts as held back (lossless priority).",
+        "derivation: ECN marks come before pauses, so any sustained pause shows the NIC crossed a marking queue; 1 ms "
+        "per s is three full 65535-quanta XOFFs at 100G (802.1Qbb, 512 bit times each), above counter noise.",
+        ge=0,
+        le=1,
+    )
+    lossless_priorities: tuple[int, ...] = threshold(
+        (3,),
+        "Priorities that run PFC (RoCE traffic).",
+        "vendor: SONiC's default QoS configuration runs PFC on priorities 3 and 4, and NVIDIA's lossless RoCE "
+        "configuration guides carry RoCE traffic on priority 3.",
+    )
+    critical_seconds: float = threshold(
+        60.0,
+        "Findings at least this long are critical.",
+        "derivation: sets severity only, never whether a loss is found: a minute (six 10 s buckets, three times "
+        "min_seconds) of CNPs going unhandled is a lasting fault of the loop, not a passing one.",
+        gt=0,
+    )
 
 
 def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:

@@ -35,10 +35,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import polars as pl
-from pydantic import Field
 
 from rocescope.analysis.align import covering, mean_over, with_intervals
-from rocescope.analysis.detectors.base import Context, Params
+from rocescope.analysis.detectors.base import Context, Params, threshold
 from rocescope.analysis.fabric import with_ifaces
 
 QUEUE_WM = "queue_watermark_bytes"
@@ -54,29 +53,66 @@ KEYS = ["device", "port", "priority"]
 class FanInParams(Params):
     """Thresholds shared by the incast and microburst detectors."""
 
-    min_watermark_bytes: float = Field(
-        1e6, gt=0, description="Queue watermark that counts as congested (above a 400G ECN Kmin of a few 100 KB)."
-    )
-    min_ecn_rate: float = Field(1000.0, gt=0, description="ECN-marked packets/s on the queue that count as marking.")
-    min_cnp_rate: float = Field(10.0, gt=0, description="CNPs handled/s that make a NIC a throttled sender.")
-    min_cnp_sent_rate: float = Field(
-        100.0, gt=0, description="CNPs/s a receiver NIC sends that show its leaf port's queue marking."
-    )
-    min_pause_frames_per_s: float = Field(
-        10.0, gt=0, description="Pause frames/s a leaf sends towards a NIC that hold it back (no pause duration)."
-    )
-    min_senders: int = Field(2, ge=0, description="Sender NICs needed (the N of N-to-1).")
-    saturated_load: float = Field(
-        0.9,
+    min_watermark_bytes: float = threshold(
+        1e6,
+        "Queue watermark that counts as congested (above a 400G ECN Kmin of a few 100 KB).",
+        "derivation: above the ECN Kmin of a few hundred KB used at 100-400G, so a queue that peaked this high "
+        "passed its marking threshold, not only a short standing backlog.",
         gt=0,
-        le=1,
-        description="Transmit share of what pauses left of the line rate at which a sample was saturated: a "
+    )
+    min_ecn_rate: float = threshold(
+        1000.0,
+        "ECN-marked packets/s on the queue that count as marking.",
+        "derivation: a queue marks only above its Kmin, so sustained marks show it crossed it; 1000/s is a tiny share "
+        "of a 100G+ port's millions of packets/s, erring toward seeing marking (the port's own load decides).",
+        gt=0,
+    )
+    min_cnp_rate: float = threshold(
+        10.0,
+        "CNPs handled/s that make a NIC a throttled sender.",
+        "derivation: DCQCN (Zhu et al. 2015) notifies at most once per 50 us per flow (20000/s); 10/s, one CNP per "
+        "100 ms, is a floor above stray notifications, far below any sender DCQCN is cutting.",
+        gt=0,
+    )
+    min_cnp_sent_rate: float = threshold(
+        100.0,
+        "CNPs/s a receiver NIC sends that show its leaf port's queue marking.",
+        "derivation: a receiver NIC sends CNPs only for ECN-marked packets (DCQCN's notification point), so sustained "
+        "sending shows its leaf queue marking; 100/s is 0.5% of one flow's 50 us CNP ceiling, above stray marks.",
+        gt=0,
+    )
+    min_pause_frames_per_s: float = threshold(
+        10.0,
+        "Pause frames/s a leaf sends towards a NIC that hold it back (no pause duration).",
+        "derivation: a congested switch keeps refreshing XOFF toward the NIC it holds, so holding shows as a steady "
+        "stream of frames; 10/s is a floor above an isolated pause, erring toward counting a held sender.",
+        gt=0,
+    )
+    min_senders: int = threshold(
+        2,
+        "Sender NICs needed (the N of N-to-1).",
+        "derivation: the N of N-to-1: one sender on a link of the receiver's speed cannot overrun the receiver's "
+        "port, so a fan-in needs at least two.",
+        ge=0,
+    )
+    saturated_load: float = threshold(
+        0.9,
+        "Transmit share of what pauses left of the line rate at which a sample was saturated: a "
         "standing queue keeps its port transmitting whenever it is not paused (queueing: an egress queue grows only "
         "while arrivals exceed its service rate); 0.9 leaves room for the Ethernet framing of small frames (a 1 KB "
         "frame carries 2% preamble and gap) and for the rate error of clocks read about a second apart (the exam's "
         "incast definition: at least 90% of line rate with the queue above the ECN threshold).",
+        "derivation: a port with a standing queue transmits whenever not paused; 0.9 leaves room for preamble and "
+        "inter-frame gap (2% of a 1 KB frame) and for the rate error of counters read about a second apart.",
+        gt=0,
+        le=1,
     )
-    lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that run PFC and ECN (RoCE).")
+    lossless_priorities: tuple[int, ...] = threshold(
+        (3,),
+        "Priorities that run PFC and ECN (RoCE).",
+        "vendor: SONiC's default QoS configuration runs PFC on priorities 3 and 4, and NVIDIA's lossless RoCE "
+        "configuration guides carry RoCE traffic on priority 3.",
+    )
 
 
 def downlink_evidence(ctx: Context, p: FanInParams) -> pl.DataFrame:

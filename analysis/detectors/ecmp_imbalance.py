@@ -35,10 +35,9 @@ from __future__ import annotations
 import datetime as dt
 
 import polars as pl
-from pydantic import Field
 
 from rocescope.analysis.align import with_intervals
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.detectors.polarization import flow_entropy
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
@@ -46,22 +45,80 @@ from rocescope.analysis.findings import Finding
 
 
 class EcmpImbalanceParams(Params):
-    bucket_s: float = Field(10.0, gt=0, description="Seconds per bucket (many training iterations).")
-    fair_shares: float = Field(2.0, gt=1, description="The hot member's bytes, in fair shares (1/n) of the group's.")
-    max_share: float = Field(0.75, gt=0, le=1, description="... at most this share (two members: three quarters).")
-    hot_p90: float = Field(
-        0.9, gt=0, le=1, description="90th percentile of the hot member's utilization (M/D/1: a standing queue)."
+    bucket_s: float = threshold(
+        10.0,
+        "Seconds per bucket (many training iterations).",
+        "derivation: ten seconds hold many training iterations (compute and communication alternate every second or "
+        "faster), so a bucket's shares are the hashing's, not one phase's.",
+        gt=0,
     )
-    sibling_p90: float = Field(
-        0.6, gt=0, le=1, description="Median of the siblings' 90th percentiles, at most (M/D/1: under one packet)."
+    fair_shares: float = threshold(
+        2.0,
+        "The hot member's bytes, in fair shares (1/n) of the group's.",
+        "derivation: under independent hashing each of n ECMP members tends to 1/n of the bytes; twice that is a "
+        "member carrying a sibling's share on top of its own, as when two elephant flows hash onto it.",
+        gt=1,
     )
-    min_watermark_bytes: float = Field(
-        1e6, gt=0, description="A queue watermark that shows flows held back (above a 400G ECN Kmin of a few 100 KB)."
+    max_share: float = threshold(
+        0.75,
+        "... at most this share (two members: three quarters).",
+        "derivation: from fair_shares, which with two members would demand all the bytes (2 x 1/2); three quarters "
+        "is the hot member carrying three times its sibling's bytes.",
+        gt=0,
+        le=1,
     )
-    min_gbps: float = Field(1.0, ge=0, description="Group traffic below this is not judged.")
-    min_seconds: float = Field(30.0, gt=0, description="Imbalance sustained at least this long (three buckets).")
-    min_flows_per_link: float = Field(4.0, gt=0, description="Sampled flows per uplink below this is low entropy.")
-    critical_utilization: float = Field(0.95, gt=0, le=1, description="A hot member this busy on average is critical.")
+    hot_p90: float = threshold(
+        0.9,
+        "90th percentile of the hot member's utilization (M/D/1: a standing queue).",
+        "derivation: M/D/1 queueing: the mean queue rho^2/2(1-rho) is about 4 packets at 0.9 of line rate, a standing "
+        "backlog, so in its busy phases the member is the bottleneck of its flows.",
+        gt=0,
+        le=1,
+    )
+    sibling_p90: float = threshold(
+        0.6,
+        "Median of the siblings' 90th percentiles, at most (M/D/1: under one packet).",
+        "derivation: M/D/1 queueing: at 0.6 of line rate the mean queue rho^2/2(1-rho) is under one packet (0.45), "
+        "so siblings this busy had room for what the hash did not give them.",
+        gt=0,
+        le=1,
+    )
+    min_watermark_bytes: float = threshold(
+        1e6,
+        "A queue watermark that shows flows held back (above a 400G ECN Kmin of a few 100 KB).",
+        "derivation: 1 MB is above the ECN marking threshold (Kmin) of a few 100 KB a 400G lossless queue marks "
+        "from, so a watermark that high means the queue held flows back; one flow at line rate builds none.",
+        gt=0,
+    )
+    min_gbps: float = threshold(
+        1.0,
+        "Group traffic below this is not judged.",
+        "derivation: a group moving under 1 Gb/s is all but idle and its members' shares say nothing about the "
+        "hashing; the floor only skips idle buckets (errs toward not judging).",
+        ge=0,
+    )
+    min_seconds: float = threshold(
+        30.0,
+        "Imbalance sustained at least this long (three buckets).",
+        "derivation: three 10 s buckets, so one long phase of a collective (a few seconds) or one bucket's reads "
+        "cannot make a finding by itself.",
+        gt=0,
+    )
+    min_flows_per_link: float = threshold(
+        4.0,
+        "Sampled flows per uplink below this is low entropy.",
+        "derivation: k flows hashed over n links leave a given link empty with chance about e^-(k/n): 37% at one flow "
+        "per link, 2% at four; fewer is too few to spread. Evidence only, never a finding.",
+        gt=0,
+    )
+    critical_utilization: float = threshold(
+        0.95,
+        "A hot member this busy on average is critical.",
+        "derivation: a mean (not busy-phase) utilization of 95% leaves the hot member almost no idle phase: it caps "
+        "its flows throughout, not only in bursts; below it the finding stays a warning.",
+        gt=0,
+        le=1,
+    )
 
 
 #: ECN marks and PFC pauses on a member, or its queue's watermark: its queue held flows back (one flow at line

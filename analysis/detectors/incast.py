@@ -30,9 +30,8 @@ from __future__ import annotations
 import datetime as dt
 
 import polars as pl
-from pydantic import Field
 
-from rocescope.analysis.detectors.base import Context, Detector
+from rocescope.analysis.detectors.base import Context, Detector, threshold
 from rocescope.analysis.detectors.congestion import (
     FanIn,
     FanInParams,
@@ -51,14 +50,28 @@ READ_JITTER = 0.9
 
 
 class IncastParams(FanInParams):
-    min_seconds: float = Field(
+    min_seconds: float = threshold(
         1.0,
-        gt=0,
-        description="Saturated and congested this long (the incast definition: a second of overload holds thousands "
+        "Saturated and congested this long (the incast definition: a second of overload holds thousands "
         "of round trips, so DCQCN (Zhu et al. 2015) has settled and the overload is sustained demand, not a burst).",
+        "derivation: a second of overload holds thousands of fabric round trips, so DCQCN has settled and the excess "
+        "is sustained demand, not a burst; it is also one read at 1 s, the finest counter cadence commonly used.",
+        gt=0,
     )
-    gap_intervals: float = Field(3.0, ge=1, description="Samples this many intervals apart are one episode.")
-    critical_seconds: float = Field(30.0, gt=0, description="Incasts at least this long are critical.")
+    gap_intervals: float = threshold(
+        3.0,
+        "Samples this many intervals apart are one episode.",
+        "derivation: bridges up to two missing or dipped samples (a late read, a DCQCN cut below saturated_load) so "
+        "one incast is not split in pieces; counted in the series' own intervals, so it holds at any cadence.",
+        ge=1,
+    )
+    critical_seconds: float = threshold(
+        30.0,
+        "Incasts at least this long are critical.",
+        "derivation: sets severity only, never whether an incast is found: 30 times the 1 s definition, overload that "
+        "outlasted several 10 s queue-counter reads; an incast that paused spines is critical at any length.",
+        gt=0,
+    )
 
 
 def upstream_of(fabric: Fabric, fan: FanIn) -> list[str]:

@@ -50,10 +50,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import polars as pl
-from pydantic import Field
 
 from rocescope.analysis.align import with_intervals
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import netdev_of, with_ifaces
 from rocescope.analysis.findings import Finding
@@ -76,22 +75,81 @@ PFC_SENT = ("pfc_tx_pause", "pfc_tx_pause_duration_us")
 
 
 class LinkHealthParams(Params):
-    merge_gap_s: float = Field(
-        60.0, gt=0, description="Flaps (and errors) of one link closer than this are one incident."
+    merge_gap_s: float = threshold(
+        60.0,
+        "Flaps (and errors) of one link closer than this are one incident.",
+        "convention: flaps are counted within an interval, as link-flap error-disable does (Cisco, Arista); a link "
+        "down again within a minute was not repaired meanwhile: one incident, one finding",
+        gt=0,
     )
-    min_flaps: int = Field(2, ge=1, description="Down events an incident needs to be a flapping link.")
-    error_gap_s: float = Field(30.0, gt=0, description="Error samples of a port closer than this are one episode.")
-    min_error_seconds: float = Field(10.0, ge=0, description="Degraded optics: errors for at least this long.")
-    min_error_rate: float = Field(1.0, ge=0, description="Degraded optics: mean errors per second, at least.")
-    min_error_ratio: float = Field(
-        1e-6, ge=0, description="Degraded optics: errors per received frame, at least (where frames are known)."
+    min_flaps: int = threshold(
+        2,
+        "Down events an incident needs to be a flapping link.",
+        "convention: one down and up is an outage, not a flap; a flapping link goes down again within the "
+        "interval, as operators' link-flap error-disable counts repeated downs",
+        ge=1,
     )
-    lossless_priorities: tuple[int, ...] = Field((3,), description="Priorities that must not drop (PFC on).")
-    min_lossless_drops: float = Field(10.0, gt=0, description="PFC misconfig: dropped packets per episode.")
-    misconfig_gap_s: float = Field(60.0, gt=0, description="Drop samples of a port closer than this are one episode.")
-    critical_flaps: int = Field(5, ge=1, description="Flap incidents with at least this many downs are critical.")
-    idle_Bps: float = Field(
-        1e6, ge=0, description="A link whose ends both sent less than this (bytes/s, window mean) carried no job."
+    error_gap_s: float = threshold(
+        30.0,
+        "Error samples of a port closer than this are one episode.",
+        "derivation: one error sample per read at the slowest common cadence (SNMP, 30 s) is still one continuing "
+        "episode; errs toward joining error bursts of one port rather than splitting them",
+        gt=0,
+    )
+    min_error_seconds: float = threshold(
+        10.0,
+        "Degraded optics: errors for at least this long.",
+        "derivation: degraded optics err steadily; a short burst (a reseat, one transient) is not degradation. "
+        "Errs toward missing brief bursts; errors near a flap count with the flap regardless",
+        ge=0,
+    )
+    min_error_rate: float = threshold(
+        1.0,
+        "Degraded optics: mean errors per second, at least.",
+        "derivation: healthy links show no FCS or uncorrectable-FEC errors (module docstring), so one a second "
+        "sustained is a failing link; errs toward missing a slower trickle rather than flagging noise",
+        ge=0,
+    )
+    min_error_ratio: float = threshold(
+        1e-6,
+        "Degraded optics: errors per received frame, at least (where frames are known).",
+        "derivation: IEEE 802.3 links are specified for a bit error ratio of 1e-12 or better, about 1e-8 per "
+        "1500-byte frame; 1e-6 of frames is some 100 times worse than a compliant link",
+        ge=0,
+    )
+    lossless_priorities: tuple[int, ...] = threshold(
+        (3,),
+        "Priorities that must not drop (PFC on).",
+        "vendor: RoCE's lossless class is priority 3 in NVIDIA/Mellanox RoCE setups and SONiC's default QoS "
+        "(PFC on 3 and 4); set it to the priorities the fabric enables PFC on",
+    )
+    min_lossless_drops: float = threshold(
+        10.0,
+        "PFC misconfig: dropped packets per episode.",
+        "derivation: with PFC working a lossless ingress drops nothing, so any real loss is the symptom; ten "
+        "packets, not one, keeps a lone stray count from becoming a critical finding",
+        gt=0,
+    )
+    misconfig_gap_s: float = threshold(
+        60.0,
+        "Drop samples of a port closer than this are one episode.",
+        "derivation: a missing PFC config does not fix itself between reads: drops of one port within a minute "
+        "(two reads at SNMP's 30 s) are one episode, one finding, not one per read",
+        gt=0,
+    )
+    critical_flaps: int = threshold(
+        5,
+        "Flap incidents with at least this many downs are critical.",
+        "convention: link-flap error-disable's common default is 5 flaps in 10 s (Cisco IOS, IP Infusion OcNOS): a "
+        "link that flaps that often is one a switch would shut",
+        ge=1,
+    )
+    idle_Bps: float = threshold(
+        1e6,
+        "A link whose ends both sent less than this (bytes/s, window mean) carried no job.",
+        "derivation: 1 MB/s is under 0.01% of a 100 Gb/s port: above what an unused link carries (LLDP, routing "
+        "keepalives), far below any job's RDMA traffic averaged over a window",
+        ge=0,
     )
 
 

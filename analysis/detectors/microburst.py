@@ -39,10 +39,9 @@ import datetime as dt
 from typing import Any
 
 import polars as pl
-from pydantic import Field
 
 from rocescope.analysis.align import covering, mean_over, with_intervals
-from rocescope.analysis.detectors.base import Context, Detector
+from rocescope.analysis.detectors.base import Context, Detector, threshold
 from rocescope.analysis.detectors.congestion import (
     KEYS,
     QUEUE_NOW,
@@ -62,25 +61,67 @@ Span = tuple[dt.datetime, dt.datetime]
 
 
 class MicroburstParams(FanInParams):
-    min_senders: int = Field(0, ge=0, description="Sender NICs needed (bursts may come from one sender's jobs).")
-    max_left_fraction: float = Field(
-        0.5, ge=0, le=1, description="Occupancy at the read at most this share of the watermark (drained)."
+    min_senders: int = threshold(
+        0,
+        "Sender NICs needed (bursts may come from one sender's jobs).",
+        "derivation: the watermark alone shows the queue burst; senders are found only where CNP, pause, packet or QP "
+        "records exist, so requiring any would hide every burst on a fabric that collects none of them.",
+        ge=0,
     )
-    max_paused_fraction: float = Field(0.5, ge=0, le=1, description="Share of the interval the port was paused.")
-    max_sender_paused_fraction: float = Field(
-        0.1,
+    max_left_fraction: float = threshold(
+        0.5,
+        "Occupancy at the read at most this share of the watermark (drained).",
+        "derivation: a burst shorter than a read drains at line rate in microseconds (1 MB at 400G: 20 us), so little "
+        "is left at the read; over half the peak still queued is a standing queue. Half errs toward keeping bursts.",
         ge=0,
         le=1,
-        description="Mean share of the time the senders were paused, at most: bursts pause their senders for their "
+    )
+    max_paused_fraction: float = threshold(
+        0.5,
+        "Share of the interval the port was paused.",
+        "derivation: a port held paused most of its interval has its queue held by pauses (a PFC storm's victim, the "
+        "storm detector's), not filled by bursts, which pause it only for their milliseconds.",
+        ge=0,
+        le=1,
+    )
+    max_sender_paused_fraction: float = threshold(
+        0.1,
+        "Mean share of the time the senders were paused, at most: bursts pause their senders for their "
         "few milliseconds; senders paused far longer are caught in a PFC storm or deadlock, whose released backlog "
         "is no microburst.",
+        "derivation: a burst pauses its senders only for its few milliseconds, a small share of any read; senders held "
+        "over a tenth of the time are in a PFC storm or deadlock, whose released backlog is no microburst.",
+        ge=0,
+        le=1,
     )
-    min_burst_ms: float = Field(
-        1.0, ge=0, description="Median estimated burst length at least (bursts that add no bytes are not fan-in)."
+    min_burst_ms: float = threshold(
+        1.0,
+        "Median estimated burst length at least (bursts that add no bytes are not fan-in).",
+        "derivation: the estimate is a lower bound (bytes beyond the port's quiet rate, at line rate, or the peak's "
+        "drain time); below 1 ms a read adds too few bytes: the port's own traffic bunched up (a backlog released).",
+        ge=0,
     )
-    merge_gap_s: float = Field(10.0, gt=0, description="Bursts closer than this are one finding.")
-    min_bursts: int = Field(2, ge=1, description="Burst intervals a finding needs.")
-    warning_bursts: int = Field(10, ge=1, description="Findings with this many bursts are warnings (else info).")
+    merge_gap_s: float = threshold(
+        10.0,
+        "Bursts closer than this are one finding.",
+        "derivation: one read of the 10 s queue counters (ECN marks); readings closer are one bursty episode, and "
+        "slower watermark reads (SONiC's 60 s) are bridged by the 1.5-read gap instead.",
+        gt=0,
+    )
+    min_bursts: int = threshold(
+        2,
+        "Burst intervals a finding needs.",
+        "derivation: one watermark read is one peak, which a single stray burst can make; two burst intervals show "
+        "the queue bursting again, not once.",
+        ge=1,
+    )
+    warning_bursts: int = threshold(
+        10,
+        "Findings with this many bursts are warnings (else info).",
+        "derivation: sets severity only, never whether a finding is made: ten burst intervals, five times min_bursts, "
+        "are a recurring pattern worth a warning; set wrong it mislabels severity, never hides a burst.",
+        ge=1,
+    )
 
 
 def _seconds(value: pl.Expr) -> pl.Expr:

@@ -28,17 +28,35 @@ import datetime as dt
 from collections import deque
 from collections.abc import Sequence
 
-from pydantic import Field
-
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.detectors.pfc_storm import Edge, StormParams, stalled_edges
 from rocescope.analysis.findings import Finding
 
 
 class DeadlockParams(Params):
-    min_paused_fraction: float = Field(0.8, gt=0, le=1, description="Share of an interval a port must be paused.")
-    stall_fraction: float = Field(0.05, ge=0, le=1, description="Transmit below this share of link speed = stalled.")
-    min_seconds: float = Field(5.0, ge=0, description="All ports of the cycle stalled together at least this long.")
+    min_paused_fraction: float = threshold(
+        0.8,
+        "Share of an interval a port must be paused.",
+        "derivation: the cycle's nodes are pfc_storm's stalled edges, read with its bar: a port paused nearly the "
+        "whole interval, so a busy port paused in bursts but still flowing is no node",
+        gt=0,
+        le=1,
+    )
+    stall_fraction: float = threshold(
+        0.05,
+        "Transmit below this share of link speed = stalled.",
+        "derivation: as pfc_storm's: a deadlocked port sends (almost) nothing; the port counter also holds other "
+        "priorities and control frames, so 5% of speed, far below any flowing port",
+        ge=0,
+        le=1,
+    )
+    min_seconds: float = threshold(
+        5.0,
+        "All ports of the cycle stalled together at least this long.",
+        "derivation: a deadlock never drains by itself, so it lasts; 5 s of every cycle port stalled together errs "
+        "toward missing cyclic pausing that clears on its own (passing congestion) rather than calling it one",
+        ge=0,
+    )
 
 
 def _ref(port: tuple[str, str]) -> str:

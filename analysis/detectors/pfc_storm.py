@@ -43,10 +43,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import polars as pl
-from pydantic import Field
 
 from rocescope.analysis.align import mean_over, with_intervals
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
@@ -72,29 +71,88 @@ def _seconds(value: pl.Expr) -> pl.Expr:
 
 
 class StormParams(Params):
-    min_paused_fraction: float = Field(0.8, gt=0, le=1, description="Share of an interval a port must be paused.")
-    min_pause_frames_per_s: float = Field(
-        100.0, gt=0, description="Pause frames/s worth a look, where no pause duration is reported."
+    min_paused_fraction: float = threshold(
+        0.8,
+        "Share of an interval a port must be paused.",
+        "derivation: a storm holds the queue paused nearly all the time (SONiC's watchdog: paused, sending nothing); "
+        "a busy port paused in bursts by congestion but still flowing stays under 80%",
+        gt=0,
+        le=1,
     )
-    pause_refresh_fraction: float = Field(
-        0.5, gt=0, le=1, description="A paused port's pause frames come this fraction of a full quanta apart."
+    min_pause_frames_per_s: float = threshold(
+        100.0,
+        "Pause frames/s worth a look, where no pause duration is reported.",
+        "derivation: a pre-filter that drops nothing the share test could keep at 10 Gb/s or faster: half of 65535 "
+        "quanta is 1.7 ms there, so 100 frames/s cover 17% of a second, under min_frames_paused_fraction",
+        gt=0,
     )
-    min_frames_paused_fraction: float = Field(
-        0.5, gt=0, le=1, description="Share of an interval the pause frames must cover (vendors refresh apart)."
+    pause_refresh_fraction: float = threshold(
+        0.5,
+        "A paused port's pause frames come this fraction of a full quanta apart.",
+        "derivation: an IEEE 802.1Qbb frame pauses up to 65535 quanta of 512 bit times and a held port is refreshed "
+        "before that runs out; switches refresh at about half (the code's reading), capped at a share of 1",
+        gt=0,
+        le=1,
     )
-    stall_fraction: float = Field(0.05, ge=0, le=1, description="Transmit below this share of link speed = stalled.")
-    busy_fraction: float = Field(
-        0.5, gt=0, le=1, description="A port at this share of its speed is busy (congestion, not a stuck root)."
+    min_frames_paused_fraction: float = threshold(
+        0.5,
+        "Share of an interval the pause frames must cover (vendors refresh apart).",
+        "derivation: frames give a paused share only through an assumed refresh interval, so the bar sits below "
+        "min_paused_fraction: a port held paused by a sender that refreshes less often still passes",
+        gt=0,
+        le=1,
     )
-    min_seconds: float = Field(0.2, ge=0, description="Watchdog detection time.")
-    gap_intervals: float = Field(3.0, ge=1, description="Stalled samples this many intervals apart are one episode.")
-    merge_gap_s: float = Field(30.0, ge=0, description="Episodes of one root closer than this are one storm.")
-    critical_seconds: float = Field(10.0, gt=0, description="Storms at least this long are critical.")
-    lossless_priorities: tuple[int, ...] = Field(
+    stall_fraction: float = threshold(
+        0.05,
+        "Transmit below this share of link speed = stalled.",
+        "derivation: a port held paused sends (almost) nothing (SONiC's watchdog: no transmit); the port counter "
+        "also holds other priorities and control frames, so 5% of speed, far below any flowing port",
+        ge=0,
+        le=1,
+    )
+    busy_fraction: float = threshold(
+        0.5,
+        "A port at this share of its speed is busy (congestion, not a stuck root).",
+        "derivation: an asserter whose ports run at half their speed (90th percentile: training traffic is bursty) "
+        "pauses from congestion; errs toward calling back-pressure congestion, not a storm",
+        gt=0,
+        le=1,
+    )
+    min_seconds: float = threshold(
+        0.2,
+        "Watchdog detection time.",
+        "vendor: SONiC's PFC watchdog declares a storm when a queue is paused and transmits nothing for "
+        "detection_time, 200 ms by default (bounded below by half a sampling interval in the code)",
+        ge=0,
+    )
+    gap_intervals: float = threshold(
+        3.0,
+        "Stalled samples this many intervals apart are one episode.",
+        "derivation: a sample flickering across a threshold or a missed read or two does not split one storm; "
+        "counted in the series' own intervals, so it holds at any poll cadence",
+        ge=1,
+    )
+    merge_gap_s: float = threshold(
+        30.0,
+        "Episodes of one root closer than this are one storm.",
+        "derivation: one storm, one finding: a root asserting pause again within half a minute (after a "
+        "watchdog's restore, a gap in the reads) was not repaired meanwhile; errs toward one finding, not several",
+        ge=0,
+    )
+    critical_seconds: float = threshold(
+        10.0,
+        "Storms at least this long are critical.",
+        "derivation: severity only: a storm past 10 s outlasts mlx5's default 8 s stall timeout (module docstring), "
+        "past which even the NIC stops its pause; shorter ones warn unless they spread",
+        gt=0,
+    )
+    lossless_priorities: tuple[int, ...] = threshold(
         (3,),
-        description="Priorities that run PFC (RoCE's lossless class): pause frames a port counts only per "
+        "Priorities that run PFC (RoCE's lossless class): pause frames a port counts only per "
         "interface (IEEE8021-PFC-MIB) paused one of them, reported on the first (pause frames exist only for "
         "priorities PFC is enabled on, IEEE 802.1Qbb).",
+        "vendor: RoCE's lossless class is priority 3 in NVIDIA/Mellanox RoCE setups and SONiC's default QoS "
+        "(PFC on 3 and 4); set it to the priorities the fabric enables PFC on",
     )
 
 

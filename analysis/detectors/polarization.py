@@ -60,37 +60,87 @@ from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
-from pydantic import Field
 
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 
 
 class PolarizationParams(Params):
-    cold_share: float = Field(
-        0.2, gt=0, lt=1, description="A member position carrying at most this times 1/n of a spine's bytes is cold."
+    cold_share: float = threshold(
+        0.2,
+        "A member position carrying at most this times 1/n of a spine's bytes is cold.",
+        "derivation: under independent hashing each of n positions tends to 1/n of the bytes; one at a fifth of that "
+        "is idle, not a wobble around its share (luck is ruled out apart, by max_chance).",
+        gt=0,
+        lt=1,
     )
-    min_gbps: float = Field(1.0, ge=0, description="Spine downlink traffic (per group size) below this is not judged.")
-    min_seconds: float = Field(20.0, gt=0, description="Cold position sustained at least this long.")
-    max_gap_polls: float = Field(3.0, ge=1, description="Samples this many polls apart still belong to one episode.")
-    min_groups: int = Field(4, ge=1, description="Active groups of the spine needed to call a correlation.")
-    min_group_agreement: float = Field(
-        0.75, gt=0, le=1, description="Share of the active groups individually cold at the position."
+    min_gbps: float = threshold(
+        1.0,
+        "Spine downlink traffic (per group size) below this is not judged.",
+        "derivation: a spine moving under 1 Gb/s is all but idle and its position shares say nothing about hashing; "
+        "the floor only skips idle samples (errs toward not judging).",
+        ge=0,
     )
-    max_chance: float = Field(
-        0.01,
+    min_seconds: float = threshold(
+        20.0,
+        "Cold position sustained at least this long.",
+        "derivation: polarization comes from the hash configuration and lasts while traffic flows; 20 s spans several "
+        "reads (never less than one read's interval), so one read or one collective phase cannot make it.",
+        gt=0,
+    )
+    max_gap_polls: float = threshold(
+        3.0,
+        "Samples this many polls apart still belong to one episode.",
+        "derivation: samples drop out where the spine idles under min_gbps (compute phases) or a read is missed; "
+        "bridging up to 3 polls keeps one persistent pattern one episode, longer gaps split it.",
+        ge=1,
+    )
+    min_groups: int = threshold(
+        4,
+        "Active groups of the spine needed to call a correlation.",
+        "derivation: polarization is the same idle position across a spine's groups; below 4 groups agreement is too "
+        "easily one heavy group or luck, so the floor errs toward silence (max_chance is the test proper).",
+        ge=1,
+    )
+    min_group_agreement: float = threshold(
+        0.75,
+        "Share of the active groups individually cold at the position.",
+        "derivation: polarization idles the same position in every group of the spine; three quarters tolerates a "
+        "group whose flows happen to land on the cold member, yet one heavy group cannot fake the pattern.",
         gt=0,
         le=1,
-        description="Largest chance that independent hashing idles those members anyway (chance_idle).",
     )
-    critical_utilization: float = Field(
-        0.8, gt=0, le=1, description="A hot member at this share of its speed makes the finding critical."
+    max_chance: float = threshold(
+        0.01,
+        "Largest chance that independent hashing idles those members anyway (chance_idle).",
+        "derivation: a significance level on the chance computed under the independent-hashing null model "
+        "(chance_idle, union-bounded over cold sets): luck calls at most 1% of the time; small fabrics stay quiet.",
+        gt=0,
+        le=1,
     )
-    bucket_s: float = Field(10.0, gt=0, description="Bucket of the first-tier (leaf uplink) imbalance evidence.")
-    min_flows_per_link: float = Field(
-        4.0, gt=0, description="Sampled flows per uplink below this is low entropy (packets evidence)."
+    critical_utilization: float = threshold(
+        0.8,
+        "A hot member at this share of its speed makes the finding critical.",
+        "derivation: near line rate the idle siblings cost throughput, not just headroom: an M/D/1 queue averages "
+        "rho^2/2(1-rho) = 1.6 packets at 0.8 and grows fast above it.",
+        gt=0,
+        le=1,
+    )
+    bucket_s: float = threshold(
+        10.0,
+        "Bucket of the first-tier (leaf uplink) imbalance evidence.",
+        "derivation: ten seconds hold many training iterations (compute and communication alternate every second or "
+        "faster), so a bucket's shares are the hashing's, not one phase's; evidence only.",
+        gt=0,
+    )
+    min_flows_per_link: float = threshold(
+        4.0,
+        "Sampled flows per uplink below this is low entropy (packets evidence).",
+        "derivation: k flows hashed over n links leave a given link empty with chance about e^-(k/n): 37% at one flow "
+        "per link, 2% at four; fewer is too few to spread. Evidence only, never a finding.",
+        gt=0,
     )
 
 

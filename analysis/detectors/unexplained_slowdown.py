@@ -37,9 +37,8 @@ import datetime as dt
 from typing import Any
 
 import polars as pl
-from pydantic import Field
 
-from rocescope.analysis.detectors.base import Context, Detector, Params
+from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.impact import KEY, ImpactParams, began, candidate_jobs, usable
@@ -49,19 +48,85 @@ RANK = ["host", "pid", "communicator", "rank"]
 
 
 class SlowdownParams(Params):
-    lookback_s: float = Field(600.0, ge=0, description="Collectives read this far before the window (baseline).")
-    bucket_s: float = Field(5.0, gt=0, description="Bucket of the job's median inflation.")
-    min_inflation: float = Field(1.3, gt=1, description="Median execution time over baseline that is slow.")
-    min_seconds: float = Field(30.0, gt=0, description="A slow spell at least this long is a finding.")
-    gap_buckets: float = Field(2.0, ge=1, description="Slow buckets this many buckets apart are one spell.")
-    min_baseline: int = Field(5, ge=1, description="Baseline operations a (communicator, op, size) needs.")
-    straggler_share: float = Field(0.5, gt=0, le=1, description="Score from which a rank is named a straggler.")
-    min_lateness_share: float = Field(
-        0.1, gt=0, le=1, description="Extra lateness (traces) of the latest rank over the job's extra time that names."
+    lookback_s: float = threshold(
+        600.0,
+        "Collectives read this far before the window (baseline).",
+        "derivation: ten minutes hold hundreds of training iterations, so each (communicator, op, size) has far more "
+        "than min_baseline operations; the same span as impact's baselines (ImpactParams.lookback_s).",
+        ge=0,
     )
-    max_named: int = Field(4, ge=1, description="Stragglers named at most.")
-    explain_slack_s: float = Field(10.0, ge=0, description="A finding this close in time may explain a spell.")
-    critical_inflation: float = Field(2.0, gt=1, description="Spells this slow are critical.")
+    bucket_s: float = threshold(
+        5.0,
+        "Bucket of the job's median inflation.",
+        "derivation: five seconds hold several iterations (sub-second to a few seconds each), so the bucket's median "
+        "is over many operations, and min_seconds spans six buckets so a spell's edges are resolved.",
+        gt=0,
+    )
+    min_inflation: float = threshold(
+        1.3,
+        "Median execution time over baseline that is slow.",
+        "derivation: a judgement on the quiet side: the median of a bucket's operations 30% over their own median "
+        "baseline is far beyond ordinary jitter of such a median; a milder slowdown goes unreported.",
+        gt=1,
+    )
+    min_seconds: float = threshold(
+        30.0,
+        "A slow spell at least this long is a finding.",
+        "derivation: six 5 s buckets, so one slow iteration or a few seconds' stall cannot make a finding; a sustained "
+        "slowdown costs GPU time, a blip does not.",
+        gt=0,
+    )
+    gap_buckets: float = threshold(
+        2.0,
+        "Slow buckets this many buckets apart are one spell.",
+        "derivation: a late rank's delay varies by iteration, so one bucket's median may dip under min_inflation "
+        "inside a spell; bridging a one-bucket gap keeps it one spell, longer gaps split it.",
+        ge=1,
+    )
+    min_baseline: int = threshold(
+        5,
+        "Baseline operations a (communicator, op, size) needs.",
+        "derivation: the median of 5 operations stays among the usual ones with up to 2 outliers, so no single slow "
+        "operation sets a baseline; the same floor as impact's (ImpactParams.min_baseline).",
+        ge=1,
+    )
+    straggler_share: float = threshold(
+        0.5,
+        "Score from which a rank is named a straggler.",
+        "derivation: scores run from 0 (a punctual rank: it waits the job's whole extra time, or is not late) to 1 "
+        "(the rank the others wait for); the midpoint names only ranks nearer the straggler.",
+        gt=0,
+        le=1,
+    )
+    min_lateness_share: float = threshold(
+        0.1,
+        "Extra lateness (traces) of the latest rank over the job's extra time that names.",
+        "derivation: a record may sum several collectives, each delayed by the late rank, so its lateness explains "
+        "only a share of the job's extra time; 10% admits records of up to ~10, below it execution times judge.",
+        gt=0,
+        le=1,
+    )
+    max_named: int = threshold(
+        4,
+        "Stragglers named at most.",
+        "derivation: a cap on the list only (highest scores first, one per process), never on what is detected; a few "
+        "names keep an operator on the likeliest hosts rather than a whole job.",
+        ge=1,
+    )
+    explain_slack_s: float = threshold(
+        10.0,
+        "A finding this close in time may explain a spell.",
+        "derivation: a fabric finding's edges are known to its counters' read interval and the spell's to a 5 s "
+        "bucket; the slack lets a cause timed a read apart explain it (errs toward not calling it unexplained).",
+        ge=0,
+    )
+    critical_inflation: float = threshold(
+        2.0,
+        "Spells this slow are critical.",
+        "derivation: at twice their baseline the job's collectives spend as long waiting as working, half of their GPU "
+        "time in them lost; below it the finding stays a warning.",
+        gt=1,
+    )
 
 
 def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:

@@ -1,5 +1,5 @@
-"""The analysis commands: `analyze` (run the detectors), `findings`, `blame` (who hurt whom), `coverage`, `report` and
-`eval`."""
+"""The analysis commands: `analyze` (run the detectors), `findings`, `blame` (who hurt whom), `coverage`, `detectors`
+(each threshold and its source), `report` and `eval`."""
 
 from __future__ import annotations
 
@@ -118,6 +118,48 @@ def coverage(
     console.print(f"coverage {start:%Y-%m-%d %H:%M:%S} .. {end:%Y-%m-%d %H:%M:%S} UTC", highlight=False)
     for line in cov.lines() or ["no telemetry in the window"]:
         console.print(line, highlight=False, markup=False)
+
+
+def detectors(
+    as_json: Annotated[bool, typer.Option("--json", help="JSON: every parameter with its value and source.")] = False,
+) -> None:
+    """The detectors, in run order, and each threshold in effect (the config's overrides applied), its default
+    and where its value comes from: a standard, a vendor's documented default, a derivation or a convention."""
+    from rich.table import Table
+
+    from rocescope.analysis.detectors.base import source_of
+    from rocescope.analysis.run import DETECTORS
+
+    try:
+        cfg = load_settings().analysis
+        effect = {d.name: d.configure(cfg.detectors.get(d.name)) for d in DETECTORS}
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    rows = [
+        {
+            "detector": d.name,
+            "enabled": d.name not in cfg.disabled,
+            "parameter": name,
+            "value": getattr(effect[d.name], name),
+            "default": f.default,
+            "description": f.description,
+            "source": source_of(d.params, name),
+        }
+        for d in DETECTORS
+        for name, f in d.params.model_fields.items()
+    ]
+    if as_json:
+        sys.stdout.write(json.dumps(rows, default=str) + "\n")
+        return
+    for d in DETECTORS:
+        state = "" if d.name not in cfg.disabled else " (disabled)"
+        table = Table(title=f"{d.name} v{d.version}: {', '.join(d.kinds)}{state}", title_justify="left", expand=True)
+        for column in ("parameter", "value", "description", "source"):
+            table.add_column(column, overflow="fold")
+        for r in (r for r in rows if r["detector"] == d.name):
+            value = f"{r['value']}" + ("" if r["value"] == r["default"] else f" (default {r['default']})")
+            table.add_row(r["parameter"], value, r["description"], r["source"] or "-")
+        console.print(table)
 
 
 def blame(
