@@ -37,6 +37,7 @@ from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Frames, Window
 from rocescope.analysis.impact import ImpactParams, with_impact
+from rocescope.analysis.priorities import paused_priorities, with_observed
 from rocescope.config import AnalysisConfig
 from rocescope.errors import ConfigError, RocescopeError
 from rocescope.pipeline.store import Store
@@ -117,6 +118,11 @@ def analyze(
     t0 = time.perf_counter()
     fabric = Fabric.from_frames(frames)
     ctx = Context(frames, fabric)
+    observed = paused_priorities(frames)
+    unnamed = sorted({q for _, p in suite for q in observed - set(getattr(p, "lossless_priorities", observed))})
+    if unnamed:
+        log.info("PFC frames counted on priorities %s the config does not name lossless: judged lossless too", unnamed)
+    suite = [(det, with_observed(params, observed)) for det, params in suite]
     result.seconds["frames"] = time.perf_counter() - t0
     with _progress(progress) as bar:
         task = bar.add_task("", total=len(suite)) if bar is not None else None
