@@ -60,8 +60,8 @@ from rocescope.analysis.links import coincident_cables
 
 OPER_UP = "oper_up"
 ADMIN_UP = "admin_up"
-#: How long after an operator's no-shutdown a link may take to come up (autonegotiation and link training of
-#: 100-400G PHYs, IEEE 802.3 clauses 73/136: seconds); the peer's carrier change in that time is the shut's too.
+#: How long after an operator's no-shutdown a link may take to come up (auto-negotiation, IEEE 802.3 clause 73,
+#: then the PMD's link training of a 100-400G port: seconds); the peer's carrier change in that time is the shut's.
 LINK_UP_S = 10.0
 DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
 ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks")

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import datetime as dt
+import json
 import sys
-from collections.abc import Sequence
+from collections import Counter
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -199,6 +201,9 @@ def import_cmd(
         str | None,
         typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl, nccl-inspector .prom; a links file): ISO."),
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="--kind: one JSON summary (per file: rows landed, left raw, skipped why).")
+    ] = False,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
     recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, SONiC
@@ -212,7 +217,7 @@ def import_cmd(
     if kind != "table":
         if kind not in {k.value for k in ImportKind}:
             raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(k.value for k in ImportKind)}")
-        _import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at)
+        _import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at, as_json)
         return
     if not files:
         raise typer.BadParameter("give the files to import")
@@ -266,8 +271,10 @@ def _import_kind(
     bootstrap: str | None,
     kafka_idle: float,
     at: str | None,
+    as_json: bool = False,
 ) -> None:
-    """Import recorded device output of one kind through the configured transport."""
+    """Import recorded device output of one kind through the configured transport; what each file gave is
+    said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason."""
     from rocescope.collectors import importers
     from rocescope.collectors.common.json_text import load_json
     from rocescope.collectors.common.rows import CounterRows
@@ -282,13 +289,17 @@ def _import_kind(
     if not files and not kafka_topic:
         raise typer.BadParameter("give files (or --kafka-topic with --kind gnmic)")
     total = malformed = 0
+    outcomes: list[dict[str, Any]] = []
+    say = err_console if as_json else console
     try:
         settings = load_settings()
         when = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else dt.datetime.now(dt.UTC)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
         with publishing(settings) as (producer, sink_metrics):
 
-            def ship(batches: Sequence[Batch], what: str, bad: int, note: str = "") -> None:
+            def ship(
+                batches: Sequence[Batch], what: str, bad: int, note: str = "", skipped: Mapping[str, int] | None = None
+            ) -> None:
                 nonlocal total, malformed
                 rows = sum(b.num_rows for b in batches)
                 for b in batches:
@@ -296,7 +307,10 @@ def _import_kind(
                         producer.publish(b)
                 total += rows
                 malformed += bad
-                console.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
+                raw = sum(_raw_rows(b) for b in batches)
+                why = {"malformed": bad, **{k: v for k, v in (skipped or {}).items() if v}}
+                outcomes.append({"file": what, "landed": rows, "left_raw": raw, "skipped": why})
+                say.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
 
             if kafka_topic:
                 servers = (bootstrap or ",".join(settings.kafka.bootstrap_servers)).split(",")
@@ -308,7 +322,8 @@ def _import_kind(
                     except DecodeError:
                         bad_msgs += 1
                 batches = importers.gnmic_batches(rows)
-                ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, importers.gnmic_note(rows))
+                note, why = importers.gnmic_note(rows), {"non-numeric": rows.nonnumeric}
+                ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
             for path in files:
                 try:
                     data = path.read_bytes()
@@ -317,7 +332,8 @@ def _import_kind(
                 name = device or path.name.split(".")[0]
                 if kind is ImportKind.gnmic:
                     rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
-                    ship(importers.gnmic_batches(rows), str(path), rows.malformed, importers.gnmic_note(rows))
+                    why = {"non-numeric": rows.nonnumeric}
+                    ship(importers.gnmic_batches(rows), str(path), rows.malformed, importers.gnmic_note(rows), why)
                 elif kind is ImportKind.lldpcli:
                     found, bad = parse_lldpcli(data, name)
                     ship([links_batch(found, when, name)] if found else [], str(path), bad)
@@ -331,14 +347,16 @@ def _import_kind(
                     # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
                     aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
                     batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
-                    ship(batches, str(path), bad, f", {rows.unknown} objects without a name map")
+                    why = {"non-numeric": rows.nonnumeric}
+                    ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
                 elif kind is ImportKind.sonic_monitor:
                     from rocescope.collectors.sonic_monitor import monitor_rows
 
                     trace = monitor_rows(data.decode("utf-8", "replace"), name)
                     skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
                     note = f", skipped: {skipped}" if skipped else ""
-                    ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note)
+                    why = {"non-numeric": trace.rows.nonnumeric, **trace.skipped}
+                    ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
                 elif kind is ImportKind.nccl_inspector:
                     from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
 
@@ -358,13 +376,37 @@ def _import_kind(
                         source.close()
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
-    console.print(f"imported {total} rows ({kind.value}); {malformed} malformed records skipped")
     expired = sink_metrics.value("rocescope_sink_rows_expired_total") if sink_metrics else 0
+    if as_json:
+        summary = {"kind": kind.value, "landed": total, "expired": expired, "files": outcomes}
+        sys.stdout.write(json.dumps(summary) + "\n")
+        return
+    raw = sum(o["left_raw"] for o in outcomes)
+    skips: Counter[str] = Counter()
+    for o in outcomes:
+        skips.update(o["skipped"])
+    reasons = ", ".join(f"{n} {reason}" for reason, n in sorted(skips.items()) if n) or "nothing"
+    console.print(
+        f"imported {total} rows ({kind.value}), {raw} of them left raw (names the catalog does not know); "
+        f"skipped: {reasons}",
+        highlight=False,
+    )
     if expired:
         err_console.print(
             f"[yellow]{expired:.0f} rows are older than the retention (store.ttl_days={settings.store.ttl_days}) "
             "and were dropped by the store; set store.ttl_days: 0 to keep old data[/yellow]"
         )
+
+
+def _raw_rows(batch: Batch) -> int:
+    """Counter rows a batch keeps under a raw name (`raw:<name>`: the catalog does not know it)."""
+    if batch.stream != "counters" or not batch.num_rows:
+        return 0
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    names = pc.cast(batch.data.column("metric"), pa.string())
+    return int(pc.sum(pc.starts_with(names, "raw:")).as_py() or 0)
 
 
 def sink(

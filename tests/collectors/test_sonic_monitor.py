@@ -5,6 +5,7 @@ whole path (import, store, analysis) gives one storm on that port and priority, 
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 from rocescope.cli import app
@@ -64,3 +65,18 @@ def test_a_real_storm_trace_gives_one_storm_on_its_port_and_priority(tmp_path: P
     kind, ports, priority, severity, summary = storm
     assert (kind, ports, priority) == ("pfc_storm", f"sonic-dut:{PORT}", "4")
     assert "root unknown" in summary and severity == "warning"  # a second of storm, its share only an estimate
+
+
+def test_the_import_summary_accounts_for_every_write_as_landed_raw_or_skipped(tmp_path: Path) -> None:
+    """`import --json`: per file, rows landed (and of them left raw: fields the catalog does not know) and what
+    was skipped and why; the landed rows are the rows the store holds."""
+    cfg = store_config(tmp_path)
+    args = ["--config", cfg, "import", "--kind", "sonic-monitor", "--device", "sonic-dut", "--json", str(TRACE)]
+    done = runner.invoke(app, args)
+    assert done.exit_code == 0, done.output
+    summary = json.loads(done.stdout)
+    (only,) = summary["files"]
+    stored = sql_rows(cfg, "SELECT count(), countIf(startsWith(toString(metric), 'raw:')) FROM counters")
+    assert stored == [f"{summary['landed']},{only['left_raw']}"] and summary["landed"] == only["landed"] > 0
+    bookkeeping = "the PFC watchdog's own bookkeeping (lua `_last` fields)"
+    assert only["skipped"] == {"malformed": 0, bookkeeping: 4, "a read or another command": 6}

@@ -28,7 +28,8 @@ def test_import_lands_both_modes(tmp_path: Path) -> None:
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "nccl-inspector", *map(str, FILES)])
     assert result.exit_code == 0, result.output
     want = sum(parse_inspector(p.read_bytes(), p.name).rows for p in FILES)
-    assert f"imported {want} rows (nccl-inspector); 0 malformed records skipped" in result.output
+    assert f"imported {want} rows (nccl-inspector), 0 of them left raw" in result.output
+    assert "skipped: nothing" in result.output
     assert sql(cfg, "SELECT count() FROM collectives").strip() == str(want)
     sources = sql(cfg, "SELECT DISTINCT source FROM collectives ORDER BY source")
     assert sources.split() == ['"inspector_json"', '"inspector_prom"', '"inspector_prom_agg"']
@@ -57,6 +58,7 @@ def test_damaged_files_import_their_good_records(tmp_path: Path) -> None:
     log.write_bytes(lines[0] + b"\x00\x00\n" + lines[1] + lines[2][:100])
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "nccl-inspector", str(log)])
     assert result.exit_code == 0, result.output
-    assert "imported 2 rows (nccl-inspector); 2 malformed records skipped" in result.output
+    assert "imported 2 rows (nccl-inspector), 0 of them left raw" in result.output
+    assert "skipped: 2 malformed" in result.output
     bad = runner.invoke(app, ["--config", cfg, "import", "--kind", "nccl", str(log)])
     assert bad.exit_code != 0 and "nccl-inspector" in bad.output
