@@ -66,7 +66,7 @@ def test_wheel_installs_without_warnings_and_runs_the_demo(tmp_path: Path) -> No
 
     rocescope = venv / "bin" / "rocescope"
     demo = subprocess.run(
-        [rocescope, "demo", "--fast", "--scenario", "incast", "--duration", "100s"],
+        [rocescope, "demo", "--fast", "--scenario", "pfc_storm", "--duration", "100s"],
         capture_output=True,
         text=True,
         env=env,
@@ -78,4 +78,4 @@ def test_wheel_installs_without_warnings_and_runs_the_demo(tmp_path: Path) -> No
     found = subprocess.run(
         [rocescope, "findings", "--json"], capture_output=True, text=True, env=env, cwd=tmp_path, check=True
     ).stdout
-    assert '"incast"' in found  # the incast 60 s into the run is found from the installed wheel
+    assert '"pfc_storm"' in found  # the storm of the run is found from the installed wheel
