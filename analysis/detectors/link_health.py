@@ -151,6 +151,13 @@ class LinkHealthParams(Params):
         "keepalives), far below any job's RDMA traffic averaged over a window",
         ge=0,
     )
+    device_event_links: int = threshold(
+        9,
+        "Links of one device flapping together at least this many are one device event (one finding).",
+        "derivation: one cable carries at most 8 links (an 800G port broken out to 8 x 100G), so more links of "
+        "one device going down together are the device (a reboot, a line card, a power feed), not cables",
+        ge=2,
+    )
 
 
 @dataclass
@@ -406,12 +413,70 @@ def _jobs(ctx: Context, refs: Sequence[str], start: dt.datetime, end: dt.datetim
     return () if idle else tuple(ctx.fabric.jobs_at_refs(refs, start, end))
 
 
+def _device_events(flaps: list[Incident], p: LinkHealthParams) -> tuple[list[list[Incident]], list[Incident]]:
+    """Flap incidents of one device overlapping in time (within `merge_gap_s`) on `device_event_links` links or
+    more, grouped per device (the device with the most such links first); the rest as they were."""
+    left = list(flaps)
+    groups: list[list[Incident]] = []
+    while True:
+        best: list[Incident] = []
+        for device in sorted({r.partition(":")[0] for inc in left for r in inc.link}):
+            on_it = (i for i in left if any(r.partition(":")[0] == device for r in i.link))
+            mine = sorted(on_it, key=lambda i: i.start)
+            cluster: list[Incident] = []
+            for inc in mine:
+                if cluster and not any(inc.near(o.start, o.end, p.merge_gap_s) for o in cluster):
+                    best = max(best, cluster, key=len)
+                    cluster = []
+                cluster.append(inc)
+            best = max(best, cluster, key=len)
+        if len(best) < p.device_event_links:
+            return groups, left
+        groups.append(best)
+        left = [i for i in left if all(i is not b for b in best)]
+
+
+def _device_finding(ctx: Context, p: LinkHealthParams, group: list[Incident]) -> Finding:
+    """One finding for a device whose links went down together (a reboot, a line card, a power feed)."""
+    counts: dict[str, int] = {}
+    for inc in group:
+        for r in inc.link:
+            counts[r.partition(":")[0]] = counts.get(r.partition(":")[0], 0) + 1
+    device = max(counts, key=lambda d: counts[d])
+    start, end = ctx.clip(min(i.start for i in group), max(i.end for i in group))
+    ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device})
+    downs = max(i.flaps for i in group)
+    jobs = sorted({j for inc in group for j in _jobs(ctx, _ends(inc), start, end, False)})
+    return Finding(
+        kind="link_flap",
+        severity="critical",
+        start=start,
+        end=end,
+        devices=(device,),
+        ports=tuple(ports),
+        priority=-1,
+        score=float(len(group)),
+        summary=(
+            f"device event: {len(group)} links of {device} went down together (up to {downs} times) in "
+            f"{(end - start).total_seconds():.0f} s: a reboot, line card or power event, not {len(group)} cables"
+        ),
+        evidence={
+            "device_event": True,
+            "links": len(group),
+            "flaps": downs,
+            "peers": sorted(r for inc in group for r in _ends(inc) if r.partition(":")[0] != device),
+        },
+        job_ids=tuple(jobs),
+    )
+
+
 def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
     flaps = _flap_incidents(ctx, p, events, coincident)
     flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), flaps, coincident)
+    devices, flaps = _device_events(flaps, p)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
-    out = []
+    out = [_device_finding(ctx, p, group) for group in devices]
     for inc in flaps:
         start, end = ctx.clip(inc.start, inc.end)
         ends = _ends(inc)

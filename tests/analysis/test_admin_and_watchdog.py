@@ -10,7 +10,7 @@ import pytest
 
 from rocescope.pipeline.store import Store
 
-from gear import PORT_CLOCK, PORTS, QUEUE_CLOCK, fabric, found, nic_clock
+from gear import PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
 from telemetry import Telemetry, steps
 
 SHUTS = [(60.0, 90.0, 0.0), (120.0, 150.0, 0.0)]
@@ -59,3 +59,26 @@ def test_a_queue_the_watchdog_holds_as_stormed_is_a_storm_without_pause_counters
     assert (
         abs((storm.start - now).total_seconds() - on[0]) <= 11 and abs((storm.end - now).total_seconds() - on[1]) <= 11
     )
+
+
+@pytest.mark.parametrize("links", [11, 3], ids=["a_whole_leaf", "three_cables"])
+def test_links_of_one_switch_flapping_together_are_one_device_event(store: Store, now: dt.datetime, links: int) -> None:
+    """A leaf rebooting brings its links up, down again while its config loads, and up (two downs each, every
+    link at once): one finding at the leaf naming its ports, not one flap per link. Three links flapping together
+    are three cables (a breakout carries up to eight): one finding each."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    downs = steps((60.0, 75.0, 0.0), (80.0, 85.0, 0.0), base=1.0)
+    ports = [*PORTS.values(), *UPLINKS][:links]
+    for port in ports:
+        t.gauge("leaf1", "switch", port, "oper_up", downs, PORT_CLOCK)
+    t.land(store)
+
+    flaps = found(store, t, "link_flap")
+    if links >= 9:
+        (event,) = flaps
+        assert event.devices == ("leaf1",) and event.severity == "critical"
+        assert set(event.ports) == {f"leaf1:{p}" for p in ports} and event.evidence["links"] == links
+        assert "team-a/train" in event.job_ids and "device event" in event.summary
+    else:
+        assert len(flaps) == links and all(f.evidence["flaps"] == 2 for f in flaps)
