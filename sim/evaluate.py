@@ -206,6 +206,17 @@ def plan_runs(
     return plan
 
 
+def die_with_parent() -> None:
+    """A worker process ends when the process that started it dies (Linux `PR_SET_PDEATHSIG`): an `eval` killed
+    alone (its workers in other processes) leaves no orphan finishing runs nobody reads, each holding a core."""
+    import contextlib
+    import ctypes
+    import signal
+
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: workers stop when they next read their queue
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
+
+
 def _run_in_worker(run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str, impact: bool) -> RunOutcome:
     """One planned run in a worker process, in a store directory of the worker's own (one process per chdb
     directory)."""
@@ -243,7 +254,7 @@ def run_plan(
             from concurrent.futures import ProcessPoolExecutor, as_completed
 
             context = multiprocessing.get_context("spawn")
-            with ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+            with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent) as pool:
                 futures = {
                     pool.submit(_run_in_worker, run, cfg, path, str(where), impact): i for i, run in enumerate(plan)
                 }
