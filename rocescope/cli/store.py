@@ -288,7 +288,7 @@ def _import_kind(
         raise typer.BadParameter("--kafka-topic reads gnmic's Kafka output: use it with --kind gnmic")
     if not files and not kafka_topic:
         raise typer.BadParameter("give files (or --kafka-topic with --kind gnmic)")
-    total = malformed = 0
+    total = 0
     outcomes: list[dict[str, Any]] = []
     say = err_console if as_json else console
     try:
@@ -300,13 +300,12 @@ def _import_kind(
             def ship(
                 batches: Sequence[Batch], what: str, bad: int, note: str = "", skipped: Mapping[str, int] | None = None
             ) -> None:
-                nonlocal total, malformed
+                nonlocal total
                 rows = sum(b.num_rows for b in batches)
                 for b in batches:
                     if b.num_rows:
                         producer.publish(b)
                 total += rows
-                malformed += bad
                 raw = sum(_raw_rows(b) for b in batches)
                 why = {"malformed": bad, **{k: v for k, v in (skipped or {}).items() if v}}
                 outcomes.append({"file": what, "landed": rows, "left_raw": raw, "skipped": why})
