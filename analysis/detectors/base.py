@@ -40,6 +40,18 @@ def threshold(default: Any, description: str, source: str, **constraints: Any) -
     return Field(default, description=description, json_schema_extra={"source": source}, **constraints)
 
 
+def lossless_threshold(description: str) -> Any:
+    """The `lossless_priorities` parameter every detector that reads PFC or ECN evidence shares (its default and
+    source in one place; the description says how the detector uses it). Observed PFC adds to it at run time
+    (`rocescope.analysis.priorities`)."""
+    return threshold(
+        (3,),
+        description,
+        "vendor: RoCE's lossless class is priority 3 in NVIDIA/Mellanox RoCE setups and SONiC's default QoS "
+        "(PFC on 3 and 4); priorities PFC frames are counted on are added at run time",
+    )
+
+
 def source_of(params: type[BaseModel], name: str) -> str | None:
     """The source a parameter was declared with (None: declared without one)."""
     extra = params.model_fields[name].json_schema_extra

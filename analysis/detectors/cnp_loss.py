@@ -51,7 +51,7 @@ import datetime as dt
 
 import polars as pl
 
-from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
+from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding, Severity
@@ -124,11 +124,8 @@ class CnpLossParams(Params):
         ge=0,
         le=1,
     )
-    lossless_priorities: tuple[int, ...] = threshold(
-        (3,),
+    lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that run PFC (RoCE traffic).",
-        "vendor: SONiC's default QoS configuration runs PFC on priorities 3 and 4, and NVIDIA's lossless RoCE "
-        "configuration guides carry RoCE traffic on priority 3.",
     )
     critical_seconds: float = threshold(
         60.0,

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from rocescope.analysis.align import covering, mean_over, with_intervals
-from rocescope.analysis.detectors.base import Context, Params, threshold
+from rocescope.analysis.detectors.base import Context, Params, lossless_threshold, threshold
 from rocescope.analysis.fabric import with_ifaces
 
 QUEUE_WM = "queue_watermark_bytes"
@@ -107,11 +107,8 @@ class FanInParams(Params):
         gt=0,
         le=1,
     )
-    lossless_priorities: tuple[int, ...] = threshold(
-        (3,),
+    lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that run PFC and ECN (RoCE).",
-        "vendor: SONiC's default QoS configuration runs PFC on priorities 3 and 4, and NVIDIA's lossless RoCE "
-        "configuration guides carry RoCE traffic on priority 3.",
     )
 
 

@@ -52,7 +52,7 @@ from typing import Any
 import polars as pl
 
 from rocescope.analysis.align import with_intervals
-from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
+from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import netdev_of, with_ifaces
 from rocescope.analysis.findings import Finding
@@ -117,11 +117,8 @@ class LinkHealthParams(Params):
         "1500-byte frame; 1e-6 of frames is some 100 times worse than a compliant link",
         ge=0,
     )
-    lossless_priorities: tuple[int, ...] = threshold(
-        (3,),
+    lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that must not drop (PFC on).",
-        "vendor: RoCE's lossless class is priority 3 in NVIDIA/Mellanox RoCE setups and SONiC's default QoS "
-        "(PFC on 3 and 4); set it to the priorities the fabric enables PFC on",
     )
     min_lossless_drops: float = threshold(
         10.0,

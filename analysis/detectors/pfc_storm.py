@@ -45,7 +45,7 @@ from dataclasses import dataclass
 import polars as pl
 
 from rocescope.analysis.align import mean_over, with_intervals
-from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
+from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
@@ -146,13 +146,10 @@ class StormParams(Params):
         "past which even the NIC stops its pause; shorter ones warn unless they spread",
         gt=0,
     )
-    lossless_priorities: tuple[int, ...] = threshold(
-        (3,),
+    lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that run PFC (RoCE's lossless class): pause frames a port counts only per "
         "interface (IEEE8021-PFC-MIB) paused one of them, reported on the first (pause frames exist only for "
         "priorities PFC is enabled on, IEEE 802.1Qbb).",
-        "vendor: RoCE's lossless class is priority 3 in NVIDIA/Mellanox RoCE setups and SONiC's default QoS "
-        "(PFC on 3 and 4); set it to the priorities the fabric enables PFC on",
     )
 
 
