@@ -37,6 +37,7 @@ WATERMARK_RESOLVES_S, MARKS_RESOLVE_S = 10.0, 1.0
 CADENCE_SLACK = 1.5
 
 PFC_DURATION, PFC_FRAMES, PFC_PORT_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause", "pfc_rx_pause_total"
+PFC_DURATION_ESTIMATED = "pfc_rx_pause_duration_est_us"
 WATERMARK, QUEUE_MARKS, CNP_SENT = "queue_watermark_bytes", "queue_ecn_marked_packets", "cnp_sent"
 CNP_HANDLED = ("cnp_handled", "cnp_received")
 
@@ -140,6 +141,8 @@ def _switch_port(
     # PFC storms and deadlocks: the best pause evidence the port gives
     if PFC_DURATION in reads:
         pfc = Item("pfc_storm", where, True)
+    elif PFC_DURATION_ESTIMATED in reads:
+        pfc = Item("pfc_storm", where, True, "pause time estimated by the PFC watchdog: never critical on it alone")
     elif PFC_FRAMES in reads:
         known = speeds.of(device, port) is not None
         pfc = Item("pfc_storm", where, True, "" if known else "pause frames and no speed: read at the fastest speed")

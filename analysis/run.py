@@ -178,8 +178,9 @@ def _assessed(result: AnalysisResult, frames: Frames, fabric: Fabric) -> list[Fi
         return result.findings
 
 
-#: Evidence that is an estimate: a speed inferred from traffic, pause frames read as time without a speed.
-_ESTIMATES = {"inferred", "pause_frames_no_speed"}
+#: Evidence that is an estimate: a speed inferred from traffic, pause frames read as time without a speed, pause
+#: time a PFC watchdog estimated from its polls (SONiC `EST_*`: an upper bound).
+_ESTIMATES = {"inferred", "pause_frames_no_speed", "pause_duration_estimated"}
 
 
 def capped_on_estimates(f: Finding) -> Finding:

@@ -8,10 +8,12 @@ Scale", SIGCOMM 2016, on NIC pause storms):
 * a *stalled sample* of port P on a priority is one where P was held paused and transmitted below
   `stall_fraction` of its speed over the sample's interval. Held paused means, from the best evidence the
   device gives: its pause duration counter (`pfc_rx_pause_duration_us`) covers `min_paused_fraction` of
-  the interval; or, where the device reports no pause duration at all (Broadcom-based switches), its pause
-  frames cover `min_frames_paused_fraction` of it (each frame buys 65535 quanta of 512 bit times at the
-  port's speed and a paused port's frames come `pause_refresh_fraction` of that apart; without a speed, at the
-  fastest speed, a lower bound), counted per priority or, where the gear counts PFC per interface only
+  the interval; or, where the ASIC has no pause timer but SONiC's PFC watchdog estimates the time from its polls
+  (`EST_*`, an upper bound that needs no speed; findings resting on it are never critical), that estimate does;
+  or, where the device reports no pause time at all (Broadcom-based switches), its pause frames cover
+  `min_frames_paused_fraction` of it (each frame buys 65535 quanta of 512 bit times at the port's speed and a
+  paused port's frames come `pause_refresh_fraction` of that apart; without a speed, at the fastest speed, a
+  lower bound), counted per priority or, where the gear counts PFC per interface only
   (IEEE8021-PFC-MIB over SNMP: Arista), per port on the first lossless priority (pause frames exist only for
   priorities PFC is enabled on); or the NIC at the cable's other end says it sent pause that share of its own
   interval (`pfc_tx_pause_duration_us`, read every second where the switch may be read every 30 s); or its PFC
@@ -51,6 +53,9 @@ from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 
 PAUSED_US = "pfc_rx_pause_duration_us"
+#: SONiC's PFC watchdog's own estimate where the ASIC has no pause timer (each watchdog poll with pause frames or a
+#: paused queue counts whole: an upper bound at the poll's granularity, 200 ms by default, that needs no speed)
+PAUSED_US_ESTIMATED = "pfc_rx_pause_duration_est_us"
 NIC_PAUSED_US = "pfc_tx_pause_duration_us"
 PAUSE_FRAMES = "pfc_rx_pause"
 #: pause frames the port received, all priorities together (IEEE8021-PFC-MIB `ieee8021PfcIndications`: Arista and
@@ -180,12 +185,17 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
         return frame.select(*KEYS, "ts", "dt_s", fraction.alias("paused_fraction"), pl.lit(evidence).alias("evidence"))
 
     unknown = pl.lit(None, pl.Float64)
-    duration = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6)
     # a share of time, at most all of it (two clocks stamp the counter and its read: 1.02 s paused in a second)
-    duration = duration.with_columns(pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate"))
+    share = pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate")
+    timed = frames.reporting(PAUSED_US)
+    duration = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6).with_columns(share)
+    # the device's own estimate where it has no timer; pause frames only where it gives neither
+    estimated = frames.rates([PAUSED_US_ESTIMATED], min_rate=p.min_paused_fraction * 1e6).with_columns(share)
+    estimated = estimated.filter(~pl.col("device").is_in(sorted(timed)))
+    timed |= frames.reporting(PAUSED_US_ESTIMATED)
     pause_frames = frames.rates([PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
-    pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(frames.reporting(PAUSED_US))))
-    per_priority = frames.reporting(PAUSED_US) | frames.reporting(PAUSE_FRAMES)
+    pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(timed)))
+    per_priority = timed | frames.reporting(PAUSE_FRAMES)
     port_frames = frames.rates([PORT_PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
     port_frames = port_frames.filter(~pl.col("device").is_in(sorted(per_priority))).with_columns(
         pl.lit(p.lossless_priorities[0] if p.lossless_priorities else 3, pl.Int8).alias("priority")
@@ -194,6 +204,7 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
     return pl.concat(
         [
             held(duration, "pause_duration", pl.col("rate") / 1e6),
+            held(estimated, "pause_duration_estimated", pl.col("rate") / 1e6),
             held(pause_frames, "pause_frames", pl.col("rate")),  # frames/s: read as a share once the speed is known
             held(port_frames, "port_pause_frames", pl.col("rate")),
             held(watchdog, "watchdog", unknown),

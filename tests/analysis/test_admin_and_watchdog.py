@@ -82,3 +82,34 @@ def test_links_of_one_switch_flapping_together_are_one_device_event(store: Store
         assert "team-a/train" in event.job_ids and "device event" in event.summary
     else:
         assert len(flaps) == links and all(f.evidence["flaps"] == 2 for f in flaps)
+
+
+@pytest.mark.parametrize("estimated", [True, False], ids=["with_the_watchdog_estimate", "frames_only"])
+def test_pause_time_the_watchdog_estimated_is_read_as_an_estimate(
+    store: Store, now: dt.datetime, estimated: bool
+) -> None:
+    """A Broadcom-based SONiC leaf has no pause timer; with `pfc_stat_history` on, its PFC watchdog estimates
+    the pause time (`EST_PORT_STAT_PFC_3_RX_PAUSE_DURATION_US`: each 200 ms poll with pause frames counts whole).
+    gpu-03 holds the port paused for 90 s, the port sending nothing, refreshing its pause every 168 us (half the
+    time a frame buys at 400G; the speed is never reported). Without a speed the frames prove too little (at the
+    fastest speed they buy an eighth of the time); the estimate is the device's own account of the time and
+    needs no speed: the storm rests on it, says so, and is never critical on it alone."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    stuck, on = "gpu-03", (60.0, 150.0)
+    port = PORTS[stuck]
+    t.counter("leaf1", "switch", port, "tx_bytes", steps((*on, 0.0), base=0.3 * 50e9), PORT_CLOCK)
+    t.counter("leaf1", "switch", port, "pfc_rx_pause", steps((*on, 1 / 168e-6)), PORT_CLOCK, 3)
+    if estimated:
+        t.counter("leaf1", "switch", port, "pfc_rx_pause_duration_est_us", steps((*on, 1e6)), PORT_CLOCK, 3)
+    t.land(store)
+
+    storms = found(store, t, "pfc_storm")
+    if not estimated:
+        assert not storms, [f.summary for f in storms]
+        return
+    (storm,) = storms
+    assert f"leaf1:{port}" in storm.ports and storm.priority == 3
+    assert storm.evidence["root"] == f"{stuck}:eth0"
+    assert storm.evidence["pause_evidence"] == ["pause_duration_estimated"], storm.evidence
+    assert storm.severity == "warning" and "severity_capped" in storm.evidence

@@ -334,3 +334,56 @@ def test_gnmic_lldp_neighbour_state_lands_as_links_not_as_non_numeric(tmp_path: 
         '"leaf1","Ethernet1/1","gpu-01","eth0","gnmi"',
         '"leaf1","Ethernet2/1","spine1","Ethernet1/1","gnmi"',
     ]
+
+
+def cli_table(path: Path) -> list[list[str]]:
+    """The rows of a table SONiC's CLI prints with tabulate (columns split on runs of two or more spaces)."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    return [[c.strip() for c in line.split("  ") if c.strip()] for line in lines
+            if line and not line.startswith(("-", "For namespace")) and "Port" not in line]  # fmt: skip
+
+
+def cli_number(text: str) -> float | None:
+    return None if text == "N/A" else float(text.replace(",", ""))
+
+
+def test_sonic_pfc_history_estimates_equal_pfcstat_and_stay_apart_from_hardware_timers() -> None:
+    """SONiC's own `show pfc counters --history` over the mock COUNTERS_DB is the oracle: pfcstat shows the
+    ASIC's pause time and transitions where it counts them, else the PFC watchdog's `EST_*` estimates. Ours
+    land as their own metrics (an estimate at the watchdog's poll granularity is no hardware timer)."""
+    rows, _, bad = sonic_dump(load(REAL / "sonic-utilities_mock_counters_db.json"), "sw")
+    got = by_key(rows)
+    expected = cli_table(PORTS / "sonic-utilities_pfcstat_history.txt")
+    assert len(expected) == 24 and bad == 0
+
+    def shown(port: str, prio: int, hardware: str, estimate: str) -> float | None:
+        """What pfcstat prints: the ASIC's counter where it has one, else the watchdog's estimate."""
+        return got.get(("sw", port, prio, hardware), got.get(("sw", port, prio, estimate)))
+
+    for port, pfc, transitions, total_us, _recent_us, _when in expected:
+        prio = int(pfc.removeprefix("PFC"))
+        assert shown(port, prio, "pfc_rx_pause_transition", "pfc_rx_pause_transition_est") == cli_number(transitions)
+        assert shown(port, prio, "pfc_rx_pause_duration_us", "pfc_rx_pause_duration_est_us") == cli_number(total_us)
+        assert ("sw", port, prio, "pfc_rx_pause_duration_est_us") in got  # these ports have no ASIC timer
+        assert ("sw", port, prio, "pfc_rx_pause_duration_us") not in got
+
+
+def test_sonic_trim_counters_equal_portstat_and_queuestat() -> None:
+    """Packet-trimming counters per port (`portstat --trim -j`) and per queue (`queuestat`'s Trim columns)."""
+    rows, _, _ = sonic_dump(load(REAL / "sonic-utilities_mock_counters_db.json"), "sw")
+    got = by_key(rows)
+    ports = load(PORTS / "sonic-utilities_portstat_trim.json")
+    names = {"TRIM_PKTS": "trimmed_packets", "TRIM_TX_PKTS": "trimmed_tx_packets",
+             "TRIM_DRP_PKTS": "trimmed_dropped_packets"}  # fmt: skip
+    for port, shown in ports.items():
+        for column, metric in names.items():
+            assert got.get(("sw", port, -1, metric)) == cli_number(shown[column]), (port, column)
+    queues = cli_table(PORTS / "sonic-utilities_queuestat_counters_all.txt")
+    checked = 0
+    for port, txq, *_counts, trim, sent, dropped in queues:
+        index = int(txq.lstrip("UCMAL"))
+        for text, metric in ((trim, "queue_trimmed_packets"), (sent, "queue_trimmed_tx_packets"),
+                             (dropped, "queue_trimmed_dropped_packets")):  # fmt: skip
+            assert got.get(("sw", port, index, metric)) == cli_number(text), (port, txq, metric)
+            checked += text != "N/A"
+    assert checked >= 6
