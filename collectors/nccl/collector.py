@@ -16,12 +16,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from prometheus_client import Counter
+
 from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
 from rocescope.collectors.common.polling import run_polls, run_ticks
 from rocescope.collectors.nccl.parse import (
+    NO_MARKER,
     Parsed,
     collectives_batches,
     is_prometheus,
+    last_marker,
     parse_inspector,
     parse_json_lines,
 )
@@ -56,6 +60,16 @@ class NcclCollector:
         self.settle_s = settle_s
         if state_file is not None:
             directory.offsets.update(InspectorDir.load(state_file))
+        r, t = self.metrics.registry, ["target"]
+        self.writer_dropped = Counter(
+            "rocescope_nccl_writer_dropped_records",
+            "Records Inspector's ring buffers overwrote before it wrote them (its dump_stats markers say so).",
+            t,
+            registry=r,
+        )
+        self.refused = Counter(
+            "rocescope_nccl_refused_records", "Records of an Inspector format version not read.", t, registry=r
+        )
         self._warned: set[str] = set()  # files whose malformed lines were logged (once per file)
         self._unreadable: dict[str, str] = {}  # file -> its read error (logged once per error)
         self._resume: str | None = None  # the file the next poll starts with
@@ -83,8 +97,9 @@ class NcclCollector:
         size, and a busy directory has a few new lines in each of hundreds of files per poll); None when one
         record is malformed, so the files are read one by one and each damaged file is named."""
         cuts = [self._complete(c) for c in chunks]
+        # each file's lines after its own marker (v4.3+ lines take their header from it), never another file's
         parts = [
-            c.data[:cut] if c.data[cut - 1 : cut] == b"\n" else c.data[:cut] + b"\n"
+            (c.context or NO_MARKER) + (c.data[:cut] if c.data[cut - 1 : cut] == b"\n" else c.data[:cut] + b"\n")
             for c, cut in zip(chunks, cuts, strict=True)
             if cut
         ]
@@ -92,17 +107,18 @@ class NcclCollector:
         if parsed.malformed:
             return None
         for chunk, cut in zip(chunks, cuts, strict=True):
-            self.directory.advance(chunk, cut)
+            self.directory.advance(chunk, cut, last_marker(chunk.data[:cut]))
         return parsed
 
     def _parse(self, chunk: FileChunk) -> Parsed:
         # An unfinished record is left for the next poll, unless the file has not changed for `settle_s` (its
         # writer died mid-line, or a snapshot lost a line) or it fills a whole read (no writer makes one): then
         # it is counted as malformed, so the records after it are not held back.
-        parsed = parse_inspector(chunk.data, chunk.path.name, chunk.mtime_ns, final=self._settled(chunk))
+        name, dated, context = chunk.path.name, chunk.mtime_ns, chunk.context
+        parsed = parse_inspector(chunk.data, name, dated, final=self._settled(chunk), context=context)
         if not parsed.consumed and len(chunk.data) >= self.directory.max_read_bytes:
-            parsed = parse_inspector(chunk.data, chunk.path.name, chunk.mtime_ns, final=True)
-        self.directory.advance(chunk, parsed.consumed)
+            parsed = parse_inspector(chunk.data, name, dated, final=True, context=context)
+        self.directory.advance(chunk, parsed.consumed, parsed.context or None)
         if parsed.malformed:
             self.metrics.malformed.labels(self.directory.name).inc(parsed.malformed)
             self.targets[self.directory.name].malformed += parsed.malformed
@@ -116,10 +132,20 @@ class NcclCollector:
                 )
         return parsed
 
+    def _count(self, parsed: Parsed) -> None:
+        """What a read gave besides rows, malformed records and unknown lines: records of a version not read, and
+        records the writer itself dropped (its collectives are missing)."""
+        target = self.directory.name
+        if parsed.refused:
+            self.refused.labels(target).inc(parsed.refused)
+        if parsed.writer_dropped:
+            self.writer_dropped.labels(target).inc(parsed.writer_dropped)
+            log.info("nccl %s: Inspector dropped %d record(s) before writing them", target, parsed.writer_dropped)
+
     def poll(self) -> list[Batch]:
         """One read of the directory; failures are logged and counted, never raised."""
         self.save_state()  # the previous poll's batches are published by now
-        t0, out, rows = time.monotonic(), [], 0
+        t0, out, rows, unknown = time.monotonic(), [], 0, 0
         try:
             paths = self.directory.files()
         except OSError as exc:
@@ -155,11 +181,13 @@ class NcclCollector:
         together = self._parse_together(json_chunks) if len(json_chunks) > 1 else None
         alone = chunks if together is None else [c for c, is_prom in zip(chunks, prom, strict=True) if is_prom]
         for parsed in ([together] if together else []) + [self._parse(c) for c in alone]:
-            rows += parsed.rows
+            rows, unknown = rows + parsed.rows, unknown + parsed.unknown
+            self._count(parsed)
             out += collectives_batches(parsed.batch, self.max_rows)
         self.rows += rows
         problem = f"{len(self._unreadable)} file(s) unreadable" if self._unreadable else ""
-        self.targets.succeeded(self.directory.name, time.monotonic() - t0, values=rows, problem=problem)
+        took = time.monotonic() - t0
+        self.targets.succeeded(self.directory.name, took, values=rows, unknown=unknown, problem=problem)
         return out
 
     def run(self, interval_s: float, stop: threading.Event, on_batch: Callable[[Batch], None] | None = None) -> int:

@@ -8,6 +8,14 @@ The layouts are NVIDIA/nccl's `plugins/profiler/inspector` (formerly `ext-profil
   `coll_exec_time_us`, `coll_timing_source`, `coll_algobw_gbs`, `coll_busbw_gbs`, verbose: `event_trace_ts`}
   or (2.30+) `p2p_perf` with `p2p_*` names and `p2p_peer`. A NaN bandwidth is printed as the string "nan".
   Times are gettimeofday microseconds.
+  From v4.1 (NCCL dev, 2026) each dump of a communicator starts with a `dump_stats` marker line (`header`,
+  `metadata` and `dump_stats` {`coll_records`, `coll_dropped_since_last_dump`, `p2p_...`}: records its ring
+  buffer overwrote); v4.2 adds `coll_algo`/`coll_proto`; from the marker-based v4.3 the operation lines carry
+  neither header nor metadata ("all following records inherit the header/metadata of this dump_stats marker
+  until the next marker", inspector_json.cc) and `proxy_trace` records may follow. The version string alone does
+  not tell the layouts apart (two v4.3 exist), so lines are read by structure: a line without a header takes the
+  last marker's before it in its file (carried from one read to the next in `context`); markers are counted, not
+  rows; proxy traces are counted as unused; a major version other than 4 is refused with a count.
 * Prometheus mode (`prom.py`) writes `nccl_inspector_metrics_<GPU UUID>.prom`, rewritten every interval.
 
 JSON lines are parsed by pyarrow's JSON reader against an explicit schema (C++, ~5x `json.loads`), so ingest
@@ -31,12 +39,14 @@ from rocescope import schema
 from rocescope.pipeline.batch import Batch, conform
 
 __all__ = [
+    "NO_MARKER",
     "STREAM",
     "Parsed",
     "collectives_batches",
     "collectives_table",
     "empty",
     "is_prometheus",
+    "last_marker",
     "one_batch",
     "parse_inspector",
     "parse_json_lines",
@@ -59,6 +69,8 @@ def _perf(p: str) -> pa.DataType:
     return pa.struct(
         [
             (p, _STR),
+            (f"{p}_algo", _STR),
+            (f"{p}_proto", _STR),
             (f"{p}_sn", _I64),
             (f"{p}_peer", _I64),
             (f"{p}_msg_size_bytes", pa.uint64()),
@@ -74,11 +86,31 @@ def _perf(p: str) -> pa.DataType:
 _JSON_SCHEMA = pa.schema(
     [
         ("header", pa.struct([("id", _STR), ("comm_name", _STR), ("rank", _I64), ("n_ranks", _I64), ("nnodes", _I64)])),
-        ("metadata", pa.struct([("dump_timestamp_us", _I64), ("hostname", _STR), ("pid", _I64)])),
+        (
+            "metadata",
+            pa.struct(
+                [
+                    ("inspector_output_format_version", _STR),
+                    ("dump_timestamp_us", _I64),
+                    ("hostname", _STR),
+                    ("pid", _I64),
+                ]
+            ),
+        ),
         ("coll_perf", _perf("coll")),
         ("p2p_perf", _perf("p2p")),
+        (
+            "dump_stats",
+            pa.struct([("coll_dropped_since_last_dump", _I64), ("p2p_dropped_since_last_dump", _I64)]),
+        ),
+        ("proxy_trace", pa.struct([("record_type", _STR)])),
     ]
 )
+#: The line that stands for "no marker yet" between files read together: a marker without a header, so lines
+#: without one after it are malformed, never given another file's header
+NO_MARKER = b'{"dump_stats":{}}\n'
+_MARKER_KEY = b'"dump_stats"'
+
 _PARSE = pj.ParseOptions(explicit_schema=_JSON_SCHEMA, unexpected_field_behavior="ignore")
 #: json.cc prints a NaN double as the string "nan" (only bandwidths can be NaN): read as "not given".
 _NAN_BW = tuple((f'_{bw}_gbs":"nan"'.encode(), f'_{bw}_gbs":null'.encode()) for bw in ("algobw", "busbw"))
@@ -92,7 +124,11 @@ class Parsed:
     malformed: int = 0  # records skipped; every other one is in `batch`
     problem: str = ""  # why the first of them was skipped, for the one log line
     consumed: int = 0  # bytes of the input read to the end; the rest is an unfinished record (read it again)
-    unknown: int = 0  # lines that are no Inspector record (other metrics of a textfile), left alone
+    unknown: int = 0  # lines that are no collective (other metrics of a textfile, Inspector's proxy traces)
+    refused: int = 0  # records of a format version not read (counted, named in `problem`)
+    writer_dropped: int = 0  # records Inspector's ring buffers dropped before writing (its `dump_stats` say so)
+    #: the last `dump_stats` marker read (its header and metadata, as one JSON line), for the file's next read
+    context: bytes = b""
 
     @property
     def rows(self) -> int:
@@ -150,40 +186,66 @@ def is_prometheus(name: str, data: bytes) -> bool:
     return head == b"#" or head.isalpha() or head == b"_"
 
 
-def parse_inspector(data: bytes | str, name: str = "", dumped_at_ns: int = 0, final: bool = True) -> Parsed:
+def parse_inspector(
+    data: bytes | str, name: str = "", dumped_at_ns: int = 0, final: bool = True, context: bytes = b""
+) -> Parsed:
     """Either mode, told apart by the file name or the text. `dumped_at_ns` dates Prometheus rows that carry
-    no time of their own (2.30+: the file's mtime). `final=False` leaves an unfinished last record unread."""
+    no time of their own (2.30+: the file's mtime). `final=False` leaves an unfinished last record unread;
+    `context` is the `Parsed.context` of the file's previous read."""
     raw = data.encode() if isinstance(data, str) else data
     if is_prometheus(name, raw):
         from rocescope.collectors.nccl.prom import parse_prom_text
 
         return parse_prom_text(raw, dumped_at_ns, final)
-    return parse_json_lines(raw, final)
+    return parse_json_lines(raw, final, context)
 
 
 # --- JSON mode ----------------------------------------------------------------------------------------------
 
 
-def parse_json_lines(data: bytes | str, final: bool = True) -> Parsed:
+def parse_json_lines(data: bytes | str, final: bool = True, context: bytes = b"") -> Parsed:
     """Inspector JSON lines -> `collectives`. With `final=False` a last line without its newline is left
-    unread (`consumed` stops before it): the writer is still at it."""
+    unread (`consumed` stops before it): the writer is still at it. `context`: the marker the lines of this
+    file read before ended with (`Parsed.context`), or `NO_MARKER` lines separating files read together."""
     raw = data.encode() if isinstance(data, str) else data
     end = len(raw) if final else raw.rfind(b"\n") + 1
-    parts, malformed, problem, pos = [], 0, "", 0
+    out, parts, pos = Parsed(empty(), context=context), [], 0
     while pos < end:  # slices of a few MB: the reader is fastest there, and memory stays bounded
         cut = raw.rfind(b"\n", pos, pos + _SLICE) + 1 if pos + _SLICE < end else end
         cut = cut if cut > pos else min(end, raw.find(b"\n", pos) + 1 or end)
-        text = raw[pos:cut]
+        text = out.context + raw[pos:cut]
         for bad, good in _NAN_BW:
             if bad in text:
                 text = text.replace(bad, good)
         table, refused, why = _read_lines(text)
-        rows, invalid, why_row = _json_rows(table)
-        parts.append(rows)
-        malformed += refused + invalid
-        problem = problem or why or why_row
+        got = _json_rows(table)
+        parts.append(got.batch)
+        out.malformed += refused + got.malformed
+        out.problem = out.problem or why or got.problem
+        out.unknown += got.unknown
+        out.refused += got.refused
+        out.writer_dropped += got.writer_dropped
+        out.context = last_marker(raw[pos:cut]) or out.context
         pos = cut
-    return Parsed(one_batch(parts), malformed, problem, end)
+    out.batch, out.consumed = one_batch(parts) if parts else empty(), end
+    return out
+
+
+def last_marker(text: bytes) -> bytes | None:
+    """The last `dump_stats` marker line of `text`, as the context of the lines after it (its header and
+    metadata; its drop counts emptied, so carrying it counts them once); None when `text` holds none."""
+    at = len(text)
+    while (k := text.rfind(_MARKER_KEY, 0, at)) >= 0:
+        start, stop = text.rfind(b"\n", 0, k) + 1, text.find(b"\n", k)
+        try:
+            doc = json.loads(text[start : len(text) if stop < 0 else stop])
+        except (ValueError, RecursionError):
+            doc = None
+        if isinstance(doc, dict) and isinstance(doc.get("dump_stats"), dict) and isinstance(doc.get("header"), dict):
+            carried = {"header": doc["header"], "metadata": doc.get("metadata"), "dump_stats": {}}
+            return json.dumps(carried, separators=(",", ":")).encode() + b"\n"
+        at = start
+    return None
 
 
 def one_batch(parts: list[pa.RecordBatch]) -> pa.RecordBatch:
@@ -294,14 +356,39 @@ def _trace_span(trace: dict[str, pa.Array], p: str) -> tuple[pa.Array, pa.Array]
     return trace[f"{p}_start_ts"], stop
 
 
-def _json_rows(table: pa.Table) -> tuple[pa.RecordBatch, int, str]:
-    """Parsed records -> `collectives` rows; records without what a row needs are counted and left out."""
+def _inherited(table: pa.Table) -> tuple[pa.Array, pa.Array]:
+    """(header, metadata) per line: its own, else the last `dump_stats` marker's before it (v4.3+)."""
+    header, metadata = table.column("header").combine_chunks(), table.column("metadata").combine_chunks()
+    marker = table.column("dump_stats").combine_chunks().is_valid().to_numpy(zero_copy_only=False)
+    if not marker.any():
+        return header, metadata
+    own = header.is_valid().to_numpy(zero_copy_only=False)
+    rows = np.arange(len(header))
+    last = np.maximum.accumulate(np.where(marker, rows, -1))
+    source = pa.array(np.where(~own & (last >= 0), last, rows))
+    return header.take(source), metadata.take(source)
+
+
+def _json_rows(table: pa.Table) -> Parsed:
+    """Parsed lines -> `collectives` rows; records without what a row needs are counted and left out, markers
+    and proxy traces are no records (counted apart), records of another major version are refused."""
     n = table.num_rows
     if not n:
-        return empty(), 0, ""
-    head, meta = _fields(table.column("header")), _fields(table.column("metadata"))
+        return Parsed(empty())
+    header, metadata = _inherited(table)
+    head = {f.name: c for f, c in zip(header.type, header.flatten(), strict=True)}
+    meta = {f.name: c for f, c in zip(metadata.type, metadata.flatten(), strict=True)}
     coll, p2p = _fields(table.column("coll_perf")), _fields(table.column("p2p_perf"))
     is_coll = table.column("coll_perf").combine_chunks().is_valid()
+    is_op = pc.or_(is_coll, table.column("p2p_perf").combine_chunks().is_valid())
+    stats = _fields(table.column("dump_stats"))
+    no_op = pc.invert(is_op)
+    markers = pc.and_(table.column("dump_stats").combine_chunks().is_valid(), no_op)
+    proxies = pc.and_(table.column("proxy_trace").combine_chunks().is_valid(), no_op)
+    not_records = int(pc.sum(pc.or_(markers, proxies)).as_py() or 0)
+    dropped = pc.add(pc.fill_null(stats["coll_dropped_since_last_dump"], 0),
+                     pc.fill_null(stats["p2p_dropped_since_last_dump"], 0))  # fmt: skip
+    writer_dropped = int(pc.sum(pc.if_else(markers, dropped, 0)).as_py() or 0)
 
     def perf(name: str) -> pa.Array:
         return pc.if_else(is_coll, coll[f"coll{name}"], p2p[f"p2p{name}"])
@@ -326,8 +413,16 @@ def _json_rows(table: pa.Table) -> tuple[pa.RecordBatch, int, str]:
     ):
         ok = pc.and_kleene(ok, pc.fill_null(cond, False))
     ok = pc.fill_null(ok, False)
+    version = pc.fill_null(meta["inspector_output_format_version"], "v4.")
+    other_version = pc.and_(ok, pc.invert(pc.starts_with(version, "v4.")))
+    refused = int(pc.sum(other_version).as_py() or 0)
+    ok = pc.and_(ok, pc.invert(other_version))
     good = int(pc.sum(ok).as_py() or 0)
-    why = "" if good == n else "a record without header, metadata or a complete coll_perf/p2p_perf"
+    invalid = n - good - refused - not_records
+    why = "" if not invalid else "a record without header, metadata or a complete coll_perf/p2p_perf"
+    if refused:
+        seen = pc.unique(pc.filter(version, other_version)).to_pylist()
+        why = why or f"Inspector output format {', '.join(map(str, seen[:3]))} is not read (v4.x is)"
 
     def keep(a: pa.Array) -> pa.Array:
         return a.filter(ok) if good < n else a
@@ -353,11 +448,21 @@ def _json_rows(table: pa.Table) -> tuple[pa.RecordBatch, int, str]:
         "algo_bw_gbs": keep(pc.fill_null(perf("_algobw_gbs"), np.nan)),
         "bus_bw_gbs": keep(pc.fill_null(perf("_busbw_gbs"), np.nan)),
         "timing_source": keep(pc.fill_null(perf("_timing_source"), "")),
+        "algorithm": keep(_algorithm(perf("_algo"), perf("_proto"))),
         "start_ts": pc.multiply(pc.fill_null(start_us, 0), 1000),
         "stop_ts": pc.multiply(pc.fill_null(stop_us, 0), 1000),
         "source": ["inspector_json"] * good,
     }
-    return conform(STREAM, collectives_table(cols, good)), n - good, why
+    batch = conform(STREAM, collectives_table(cols, good))
+    return Parsed(batch, invalid, why, unknown=int(pc.sum(proxies).as_py() or 0), refused=refused,
+                  writer_dropped=writer_dropped)  # fmt: skip
+
+
+def _algorithm(algo: pa.Array, proto: pa.Array) -> pa.Array:
+    """`RING_SIMPLE` from v4.2's `coll_algo` and `coll_proto` (OTLP's `algo_proto`); empty where not named."""
+    known = pc.and_(pc.fill_null(pc.not_equal(algo, "unknown"), False), algo.is_valid())
+    joined = pc.binary_join_element_wise(algo, pc.fill_null(proto, "unknown"), "_")
+    return pc.if_else(known, joined, "")
 
 
 def collectives_batches(batch: pa.RecordBatch, max_rows: int = 10_000) -> list[Batch]:

@@ -40,6 +40,9 @@ class Offset:
     inode: int
     offset: int
     head: str  # the file's first line (up to _HEAD bytes) as latin-1, once it had one
+    #: the last Inspector `dump_stats` marker read (latin-1): lines after it without a header (JSON v4.3+) take
+    #: its header and metadata, also in the next read
+    marker: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,7 @@ class FileChunk:
     start: int
     mtime_ns: int
     to_end: bool  # the chunk runs to the end of the file (a read limit did not cut it)
+    context: bytes = b""  # the marker the file's lines read before ended with (`Offset.marker`)
 
 
 def _first_line(fd: int) -> bytes:
@@ -119,18 +123,23 @@ class InspectorDir:
                 return None
             size = min(st.st_size - offset, limit or self.max_read_bytes)
             data = os.pread(fd, size, offset)
-            head = self.offsets[key].head if key in self.offsets else ""
+            kept = self.offsets.get(key)
+            head = kept.head if kept is not None else ""
             if not head:
                 head = _first_line(fd).decode("latin-1")
-            self.offsets[key] = Offset(st.st_ino, offset, head)
-            return FileChunk(path, data, offset, st.st_mtime_ns, offset + len(data) >= st.st_size)
+            marker = kept.marker if kept is not None else ""
+            self.offsets[key] = Offset(st.st_ino, offset, head, marker)
+            to_end = offset + len(data) >= st.st_size
+            return FileChunk(path, data, offset, st.st_mtime_ns, to_end, marker.encode("latin-1"))
         finally:
             os.close(fd)
 
-    def advance(self, chunk: FileChunk, consumed: int) -> None:
-        """`consumed` bytes of the chunk were read to the end: the next read starts after them."""
+    def advance(self, chunk: FileChunk, consumed: int, context: bytes | None = None) -> None:
+        """`consumed` bytes of the chunk were read to the end: the next read starts after them (with `context`,
+        the marker they ended with, when they held one)."""
         was = self.offsets[str(chunk.path)]
-        self.offsets[str(chunk.path)] = Offset(was.inode, chunk.start + consumed, was.head)
+        marker = was.marker if context is None else context.decode("latin-1")
+        self.offsets[str(chunk.path)] = Offset(was.inode, chunk.start + consumed, was.head, marker)
 
     # --- the offsets on disk --------------------------------------------------------------------------------
 
@@ -146,7 +155,10 @@ class InspectorDir:
         """The offsets a previous run saved; none (read everything) when the file is missing or damaged."""
         try:
             raw = json.loads(state_file.read_text())
-            return {str(k): Offset(int(v["inode"]), int(v["offset"]), str(v["head"])) for k, v in raw.items()}
+            return {
+                str(k): Offset(int(v["inode"]), int(v["offset"]), str(v["head"]), str(v.get("marker", "")))
+                for k, v in raw.items()
+            }
         except FileNotFoundError:
             return {}
         except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:

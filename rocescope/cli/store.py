@@ -362,7 +362,13 @@ def _import_kind(
                     # Prometheus rows of NCCL 2.30+ carry no time: the dump's, else the file's mtime
                     dumped = int(when.timestamp() * 1e9) if at else path.stat().st_mtime_ns
                     parsed = parse_inspector(data, path.name, dumped)
-                    ship(collectives_batches(parsed.batch), str(path), parsed.malformed)
+                    why = {
+                        "format version not read": parsed.refused,
+                        "not a collective (proxy traces, other metrics)": parsed.unknown,
+                        "dropped by Inspector before writing": parsed.writer_dropped,
+                    }
+                    note = f" ({parsed.problem})" if parsed.refused else ""
+                    ship(collectives_batches(parsed.batch), str(path), parsed.malformed, note, why)
                 elif kind is ImportKind.pcap:
                     from rocescope.collectors.pcap.collector import PcapCollector
                     from rocescope.collectors.pcap.tshark import PcapFile
