@@ -18,8 +18,8 @@ The numbers rest on how NCCL runs a collective:
   adding up (clipping each operation would count half of all noise as loss);
 * a collective hung until the data ends (a PFC deadlock) is never reported: a rank that reports nothing for
   `min_silence_s` beyond its usual gap while the finding lasts and its job is placed lost that silence;
-* the interval means of Inspector's Prometheus aggregation (`inspector_prom_agg`) stand for an unknown
-  number of operations: they are left out.
+* the interval means of Inspector's Prometheus and OTLP aggregations (`inspector_prom_agg`,
+  `inspector_otlp_agg`) stand for an unknown number of operations: they are left out.
 
 Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): a
 congestion finding (an incast, a storm...) before one that only changes how congestion is handled
@@ -73,6 +73,8 @@ AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
 Span = tuple[dt.datetime, dt.datetime]
 #: A rank's series of operations (whose `sequence` gaps weigh its rows).
 SERIES = ["host", "pid", "communicator", "rank"]
+#: sources whose rows are one interval's means per message-size bucket, not single operations
+INTERVAL_MEANS = ("inspector_prom_agg", "inspector_otlp_agg")
 MAX_GAP_FACTOR = 10
 
 
@@ -98,7 +100,7 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
     """The attributed collectives impact can count (a job, a time, not interval means), with `weight`: the
     operations each row stands for (see the module docstring)."""
     rows = coll.filter(
-        (pl.col("job_id") != "") & (pl.col("source") != "inspector_prom_agg") & (pl.col("exec_time_us") > 0)
+        (pl.col("job_id") != "") & ~pl.col("source").is_in(INTERVAL_MEANS) & (pl.col("exec_time_us") > 0)
     ).sort([*SERIES, "ts"])
     gap = (pl.col("sequence") - pl.col("sequence").shift(1).over(SERIES)).cast(pl.Float64)
     known = pl.when((pl.col("sequence") >= 0) & (pl.col("_gap") >= 1)).then(pl.col("_gap"))

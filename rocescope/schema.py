@@ -246,8 +246,8 @@ QP_OWNERS = Table(
 COLLECTIVES = Table(
     "collectives",
     "NCCL collective (and P2P) timings per rank from NCCL Inspector (JSON or Prometheus textfile), or the "
-    "simulator: the job's side of `per job`. Rows of source inspector_prom_agg are one Inspector interval's "
-    "means per message-size bucket, not single collectives (rank and sequence -1).",
+    "simulator: the job's side of `per job`. Rows of source inspector_prom_agg or inspector_otlp_agg are one "
+    "Inspector interval's means per message-size bucket, not single collectives (rank and sequence -1).",
     (
         _ts("ts", "When the collective ended (last kernel stop where traced), else when Inspector dumped it."),
         _lc("host", "Host the rank runs on (Inspector's hostname / node)."),
@@ -272,7 +272,10 @@ COLLECTIVES = Table(
         _ts("start_ts", "When the rank issued the collective (event_trace_ts coll_start_ts); 0 when not traced."),
         _ts("stop_ts", "When its last kernel stopped (event_trace_ts); 0 when not traced."),
         _lc("slurm_job_id", "Slurm job id Inspector labels Prometheus rows with; empty when none.", ""),
-        _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
+        _lc(
+            "source",
+            "inspector_json | inspector_prom | inspector_prom_agg | inspector_otlp | inspector_otlp_agg | sim.",
+        ),
     ),
     order_by=("host", "communicator", "collective", "rank", "ts"),
     partition_by="toDate(ts)",
@@ -405,7 +408,10 @@ COLLECTIVES_1M = Table(
         _lc("comm_name", "Communicator name."),
         _lc("collective", "Collective (or P2P operation)."),
         Column("rank", "Int32", "int32", "Rank in the communicator; -1 when not given."),
-        _lc("source", "inspector_json | inspector_prom | inspector_prom_agg | sim."),
+        _lc(
+            "source",
+            "inspector_json | inspector_prom | inspector_prom_agg | inspector_otlp | inspector_otlp_agg | sim.",
+        ),
         Column("ranks", "SimpleAggregateFunction(max, Int32)", "int32", "Ranks in the communicator."),
         Column("samples", "SimpleAggregateFunction(sum, UInt64)", "uint64", "Rows in the minute."),
         Column("bytes_sum", "SimpleAggregateFunction(sum, UInt64)", "uint64", "Bytes of the minute's rows."),

@@ -189,14 +189,19 @@ def is_prometheus(name: str, data: bytes) -> bool:
 def parse_inspector(
     data: bytes | str, name: str = "", dumped_at_ns: int = 0, final: bool = True, context: bytes = b""
 ) -> Parsed:
-    """Either mode, told apart by the file name or the text. `dumped_at_ns` dates Prometheus rows that carry
-    no time of their own (2.30+: the file's mtime). `final=False` leaves an unfinished last record unread;
-    `context` is the `Parsed.context` of the file's previous read."""
+    """Any of Inspector's outputs (JSON lines, a Prometheus textfile, OTLP JSON bodies as an OpenTelemetry
+    Collector's file exporter stores them), told apart by the file name or the text. `dumped_at_ns` dates
+    Prometheus rows that carry no time of their own (2.30+: the file's mtime). `final=False` leaves an
+    unfinished last record unread; `context` is the `Parsed.context` of the file's previous read."""
     raw = data.encode() if isinstance(data, str) else data
     if is_prometheus(name, raw):
         from rocescope.collectors.nccl.prom import parse_prom_text
 
         return parse_prom_text(raw, dumped_at_ns, final)
+    from rocescope.collectors.nccl.otlp import is_otlp, parse_otlp
+
+    if is_otlp(raw):
+        return parse_otlp(raw)
     return parse_json_lines(raw, final, context)
 
 

@@ -29,7 +29,7 @@ import numpy as np
 from rocescope.collectors.nccl.parse import STREAM, Parsed, collectives_table
 from rocescope.pipeline.batch import conform
 
-__all__ = ["message_bytes", "parse_prom_text"]
+__all__ = ["METRICS", "Rows", "message_bytes", "parse_prom_text", "row"]
 
 _SAMPLE = re.compile(rb"^([A-Za-z_:][A-Za-z0-9_:]*)\{(.*)\}[ \t]+(\S+)(?:[ \t]+-?\d+)?[ \t]*$")
 _LABEL = re.compile(r'([A-Za-z_]\w*)="((?:[^"\\]|\\.)*)"')
@@ -37,7 +37,7 @@ _SIZE = re.compile(r"^(\d+(?:\.\d+)?)(?:-\d+(?:\.\d+)?)?(B|KB|MB|GB|TB)$")
 _UNITS = {"B": 1, "KB": 1024, "MB": 1024**2, "GB": 1024**3, "TB": 1024**4}
 _GPU = re.compile(r"^(?:GPU)?(\d+)$")
 #: metric -> (operation kind, value)
-_METRICS = {
+METRICS = {
     b"nccl_algorithm_bandwidth_gbs": ("coll", "algo"),
     b"nccl_bus_bandwidth_gbs": ("coll", "bus"),
     b"nccl_collective_exec_time_microseconds": ("coll", "exec"),
@@ -71,7 +71,9 @@ def _int(labels: dict[str, str], *names: str, default: int | None = None) -> int
 
 
 @dataclass
-class _Rows:
+class Rows:
+    """`collectives` columns built a row at a time (Prometheus and OTLP: a row per series set)."""
+
     cols: dict[str, list[object]] = field(default_factory=lambda: {})
 
     def add(self, **values: object) -> None:
@@ -81,9 +83,21 @@ class _Rows:
     def __len__(self) -> int:
         return len(self.cols.get("ts", []))
 
+    def columns(self, n: int) -> dict[str, object]:
+        """The first `n` rows' columns, typed for `collectives_table`."""
+        cols: dict[str, object] = {k: v[:n] for k, v in self.cols.items()}
+        if n:
+            for name, dtype in (("pid", np.uint32), ("gpu", np.int16), ("rank", np.int32), ("ranks", np.int32)):
+                cols[name] = np.asarray(self.cols[name][:n], dtype)
+            cols["bytes"] = np.asarray(self.cols["bytes"][:n], np.uint64)
+        return cols
 
-def _row(rows: _Rows, kind: str, labels: dict[str, str], values: dict[str, float], dumped_at_ns: int) -> None:
-    """One operation's series set as a row; ValueError when a label a row needs is missing or wrong."""
+
+def row(
+    rows: Rows, kind: str, labels: dict[str, str], values: dict[str, float], dumped_at_ns: int, source: str = ""
+) -> None:
+    """One operation's series set as a row; ValueError when a label a row needs is missing or wrong. Labels of
+    both exports (Prometheus' `message_size` bucket, OTLP v5.2's exact `coll_msg_size_bytes`, `p2p_sn`...)."""
     if "timestamp" in labels:
         when = dt.datetime.fromisoformat(labels["timestamp"].replace("Z", "+00:00"))
         ts = int((when if when.tzinfo else when.replace(tzinfo=dt.UTC)).timestamp()) * 1_000_000_000
@@ -109,16 +123,18 @@ def _row(rows: _Rows, kind: str, labels: dict[str, str], values: dict[str, float
         ranks=ranks,
         nodes=_int(labels, "n_nodes", "nnodes", default=-1),
         collective=op,
-        peer=_int(labels, "peer", default=-1),
-        sequence=_int(labels, "coll_sn", "sequence", default=-1),
-        bytes=message_bytes(labels["message_size"]),
+        peer=_int(labels, "peer", "p2p_peer", default=-1),
+        sequence=_int(labels, f"{kind}_sn", "sequence", default=-1),
+        bytes=_int(labels, f"{kind}_msg_size_bytes", default=-1)
+        if f"{kind}_msg_size_bytes" in labels
+        else message_bytes(labels["message_size"]),
         exec_time_us=exec_us,
         algo_bw_gbs=values.get("algo", math.nan),
         bus_bw_gbs=values.get("bus", math.nan),
         timing_source=labels.get("coll_timing_source", labels.get("timing_source", "")),
         algorithm=labels.get("algo_proto", ""),
         slurm_job_id="" if job == _UNKNOWN else job,
-        source="inspector_prom" if "coll_sn" in labels else "inspector_prom_agg",
+        source=source or ("inspector_prom" if "coll_sn" in labels else "inspector_prom_agg"),
     )
 
 
@@ -126,7 +142,7 @@ def parse_prom_text(data: bytes | str, dumped_at_ns: int, final: bool = True) ->
     """Inspector's Prometheus textfile -> `collectives` rows (see the module docstring)."""
     raw = data.encode() if isinstance(data, str) else data
     end = len(raw) if final else raw.rfind(b"\n") + 1
-    rows, unknown, skipped = _Rows(), 0, []  # skipped: (offset, why) of each malformed record
+    rows, unknown, skipped = Rows(), 0, []  # skipped: (offset, why) of each malformed record
     pending: dict[tuple[str, bytes], tuple[int, dict[str, float]]] = {}  # open sets: first line's offset, values
     safe, safe_rows, pos = 0, 0, 0  # where no set is open, and the rows complete by then
 
@@ -141,7 +157,7 @@ def parse_prom_text(data: bytes | str, dumped_at_ns: int, final: bool = True) ->
                 safe, safe_rows = pos, len(rows)
             continue
         m = _SAMPLE.match(text)
-        metric = _METRICS.get(m.group(1)) if m else None
+        metric = METRICS.get(m.group(1)) if m else None
         if m is None or metric is None:
             if m is None and text.startswith(b"nccl_"):
                 bad(f"not a sample line: {text[:120]!r}")
@@ -161,7 +177,7 @@ def parse_prom_text(data: bytes | str, dumped_at_ns: int, final: bool = True) ->
             del pending[key]
             try:
                 labels = {k: _unescape(v) for k, v in _LABEL.findall(m.group(2).decode())}
-                _row(rows, kind, labels, values, dumped_at_ns)
+                row(rows, kind, labels, values, dumped_at_ns)
             except (ValueError, KeyError, UnicodeDecodeError, OverflowError) as exc:
                 bad(f"{type(exc).__name__}: {exc}: {text[:120]!r}")
         if not pending:
@@ -172,10 +188,5 @@ def parse_prom_text(data: bytes | str, dumped_at_ns: int, final: bool = True) ->
         safe, safe_rows = end, len(rows)
     n = safe_rows
     counted = [why for at, why in skipped if at <= safe]  # later ones are read again with the rest
-    cols: dict[str, object] = {k: v[:n] for k, v in rows.cols.items()}
-    if n:
-        for name, dtype in (("pid", np.uint32), ("gpu", np.int16), ("rank", np.int32), ("ranks", np.int32)):
-            cols[name] = np.asarray(rows.cols[name][:n], dtype)
-        cols["bytes"] = np.asarray(rows.cols["bytes"][:n], np.uint64)
-    batch = conform(STREAM, collectives_table(cols, n))
+    batch = conform(STREAM, collectives_table(rows.columns(n), n))
     return Parsed(batch, len(counted), counted[0] if counted else "", safe, unknown)

@@ -24,7 +24,7 @@ def sql(cfg: Path, query: str) -> str:
 def test_import_lands_both_modes(tmp_path: Path) -> None:
     cfg = tmp_path / "rocescope.yaml"
     cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\n  ttl_days: 0\n  rollup_ttl_days: 0\n")  # 2025 samples
-    assert {p.suffix for p in FILES} == {".log", ".prom"}
+    assert {p.suffix for p in FILES} == {".log", ".prom", ".json"}
     result = runner.invoke(app, ["--config", cfg, "import", "--kind", "nccl-inspector", *map(str, FILES)])
     assert result.exit_code == 0, result.output
     parsed = [parse_inspector(p.read_bytes(), p.name) for p in FILES]
@@ -33,7 +33,7 @@ def test_import_lands_both_modes(tmp_path: Path) -> None:
     assert unused and f"skipped: {unused} not a collective (proxy traces" in result.output  # v4.4's proxy traces
     assert sql(cfg, "SELECT count() FROM collectives").strip() == str(want)
     sources = sql(cfg, "SELECT DISTINCT source FROM collectives ORDER BY source")
-    assert sources.split() == ['"inspector_json"', '"inspector_prom"', '"inspector_prom_agg"']
+    assert sources.split() == [f'"inspector_{s}"' for s in ("json", "otlp", "otlp_agg", "prom", "prom_agg")]
     # the rollup is fed with the rows
     assert sql(cfg, "SELECT sum(samples) FROM collectives_1m").strip() == str(want)
 

@@ -15,7 +15,7 @@ import pytest
 from inspector_samples import FIX
 
 from rocescope.collectors.nccl.collector import NcclCollector
-from rocescope.collectors.nccl.parse import Parsed, parse_json_lines
+from rocescope.collectors.nccl.parse import Parsed, parse_inspector, parse_json_lines
 from rocescope.collectors.nccl.tail import InspectorDir
 
 VERSIONS = ["v4.1", "v4.2", "v4.3-usertag", "v4.3", "v4.4", "v4.4-proxy-nested"]
@@ -141,3 +141,37 @@ def test_the_collector_carries_each_files_marker_across_polls_and_restarts(tmp_p
     poll(restarted)
     assert sorted(rows) == sorted(want)
     assert {h.malformed for h in [*collector.health().values(), *restarted.health().values()]} == {0}
+
+
+def test_otlp_per_operation_points_are_the_operations_the_json_output_has() -> None:
+    """`NCCL_INSPECTOR_OTEL_VERBOSE=1` (v5.2) exports each operation as a point set: the same operations as the
+    JSON output of that run (no rank or pid in OTLP); per-GPU totals are no rows, and their drop totals count."""
+    parsed = parse_inspector((FIX / "dev-otlp-v5.2-verbose.json").read_bytes(), "metrics.json")
+    want, _, _ = operations((FIX / "dev-v4.2.log").read_text())
+    same = ("host", "communicator", "collective", "sequence", "bytes", "exec_time_us")
+    cols = parsed.batch.to_pydict()
+    assert sorted(zip(*(cols[c] for c in same), strict=True)) == sorted((r[0], r[2], *r[5:]) for r in want)
+    assert set(cols["source"]) == {"inspector_otlp"} and set(cols["rank"]) == {-1}
+    assert {a for a, c in zip(cols["algorithm"], cols["collective"], strict=True) if c == "AllReduce"} <= {
+        "RING_SIMPLE", "NVLS_SIMPLE"}  # fmt: skip
+    assert (parsed.malformed, parsed.refused, parsed.unknown, parsed.writer_dropped) == (0, 0, 0, 0)
+    doc = json.loads((FIX / "dev-otlp-v5.2-verbose.json").read_text())
+    for metric in doc["resourceMetrics"][0]["scopeMetrics"][0]["metrics"]:
+        if metric["name"] == "nccl_collectives_dropped_total":
+            metric["gauge"]["dataPoints"][0]["asDouble"] = 12
+    # the Collector's file exporter writes a body per line; a body sent twice (a retry) is the same operations,
+    # and cumulative totals are not added up
+    one_per_line = (json.dumps(doc) + "\n") * 2
+    again = parse_inspector(one_per_line.encode(), "metrics.json")
+    assert again.writer_dropped == 12 and again.rows == parsed.rows
+
+
+def test_otlp_interval_means_are_rows_of_their_own_source() -> None:
+    """The default export (v5.1): means per interval and message-size bucket, like 2.30's Prometheus output; the
+    bucket's lower bound is the size, rank and sequence are unknown, and impact leaves such rows out."""
+    parsed = parse_inspector((FIX / "dev-otlp-v5.1-aggregated.json").read_bytes(), "metrics.json")
+    cols = parsed.batch.to_pydict()
+    assert parsed.rows == 3 and parsed.malformed == 0 and set(cols["source"]) == {"inspector_otlp_agg"}
+    assert set(cols["sequence"]) == {-1} and 64 * 2**20 in cols["bytes"] and "NVLS_SIMPLE" in cols["algorithm"]
+    refused = parse_inspector((FIX / "dev-otlp-v5.1-aggregated.json").read_bytes().replace(b'"v5.1"', b'"v6.0"'))
+    assert refused.rows == 0 and refused.refused == 6 and "v6.0" in refused.problem
