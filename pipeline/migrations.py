@@ -276,6 +276,10 @@ def _qp_owner_paths(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     ]
 
 
+def _imports(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [schema.ddl("imports", 0, db)]
+
+
 def _views(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [port_rates_sql(db)]
 
@@ -356,6 +360,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(9, "sink message ids", _sink_messages),
     Migration(10, "collectives (NCCL timings) and their 1-minute rollup", _collectives),
     Migration(11, "port_rates per source, resets proven, 32-bit wraps only for 32-bit counters", _views, fresh=False),
+    Migration(12, "import ledger", _imports),
 )
 
 

@@ -486,6 +486,22 @@ SINK_MESSAGES = Table(
     settings={"ttl_only_drop_parts": 1},
 )
 
+IMPORTS = Table(
+    "imports",
+    "The files `rocescope import` landed, by content: a file imported again (the same bytes, kind and options) "
+    "is recognised and skipped, so a re-import changes no table (`--again` imports it anyway).",
+    (
+        _str("digest", "SHA-256 of the import's kind and options and the file's bytes."),
+        _lc("kind", "What the file was imported as (--kind, or table:<name>)."),
+        _str("file", "The file's path as given."),
+        Column("rows", "UInt64", "uint64", "Rows it landed."),
+        _ts("imported_at", "When it was imported."),
+    ),
+    order_by=("digest",),
+    engine="ReplacingMergeTree(imported_at)",
+    stream=False,
+)
+
 SCHEMA_MIGRATIONS = Table(
     "schema_migrations",
     "Which versioned migrations ran, and when.",
@@ -515,6 +531,7 @@ TABLES: Mapping[str, Table] = {
         COLLECTIVES_1M,
         SINK_INTENTS,
         SINK_MESSAGES,
+        IMPORTS,
         SCHEMA_MIGRATIONS,
     )
 }

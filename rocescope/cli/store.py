@@ -6,10 +6,10 @@ import datetime as dt
 import json
 import sys
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 import typer
 
@@ -26,10 +26,14 @@ from rocescope.cli.common import (
 )
 from rocescope.errors import ConfigError, RocescopeError
 
+T = TypeVar("T")
+
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from rocescope.config import Settings
     from rocescope.pipeline.batch import Batch
+    from rocescope.pipeline.store import Store
 
 
 def config_cmd(
@@ -204,6 +208,9 @@ def import_cmd(
     as_json: Annotated[
         bool, typer.Option("--json", help="--kind: one JSON summary (per file: rows landed, left raw, skipped why).")
     ] = False,
+    again: Annotated[
+        bool, typer.Option("--again", help="Import files the store already holds (same bytes, kind and options).")
+    ] = False,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
     recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, SONiC
@@ -217,7 +224,9 @@ def import_cmd(
     if kind != "table":
         if kind not in {k.value for k in ImportKind}:
             raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(k.value for k in ImportKind)}")
-        _import_kind(ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at, as_json)
+        _import_kind(
+            ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at, as_json, again
+        )
         return
     if not files:
         raise typer.BadParameter("give the files to import")
@@ -226,20 +235,55 @@ def import_cmd(
     observed = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else None
     if role is not None and role not in schema.ROLES:
         raise typer.BadParameter(f"unknown --role {role!r}; choose from {', '.join(schema.ROLES)}")
+    from rocescope.pipeline import ledger
+
     try:
         with open_migrated_store(load_settings()) as store:
             total = 0
+            digests = {path: _digest(path, f"table:{table}", (role or "", at or "")) for path in files}
+            seen = {} if again else ledger.imported(store, digests.values())
             for path in files:
+                if digests[path] in seen:
+                    console.print(_already(path, seen[digests[path]]), highlight=False)
+                    continue
                 data = completed(table, _read_file(path), role, observed)
                 renamed = 0
                 if table == "counters":
                     data, renamed = canonical_counters(data)
-                total += store.insert(table, pa.Table.from_batches([conform(table, data)]))
+                landed = store.insert(table, pa.Table.from_batches([conform(table, data)]))
+                ledger.record(store, f"table:{table}", {digests[path]: (path, landed)})
+                total += landed
                 note = f" ({renamed} named by their vendor's counter names, renamed)" if renamed else ""
                 console.print(f"{path}: {data.num_rows} rows{note}", highlight=False)
     except RocescopeError as exc:
         raise fail(exc) from None
     console.print(f"imported {total} rows into {table}")
+
+
+def _digest(path: Path, kind: str, options: Sequence[str]) -> str:
+    from rocescope.errors import DecodeError
+    from rocescope.pipeline.ledger import digest
+
+    try:
+        return digest(path, kind, options)
+    except OSError as exc:
+        raise DecodeError(f"{path}: {exc}") from exc
+
+
+def _already(path: Path, seen: tuple[str, dt.datetime]) -> str:
+    file, when = seen
+    return f"{path}: already imported (as {file}, {when:%Y-%m-%d %H:%M} UTC): skipped; --again imports it anyway"
+
+
+def _ledger(settings: Settings, use: Callable[[Store], T], what: str) -> T | None:
+    """`use` on the store, for the import ledger; None, said once, when the store cannot be opened here (a sink
+    process owns the embedded store): then a re-imported file is not recognised."""
+    try:
+        with open_migrated_store(settings) as store:
+            return use(store)
+    except RocescopeError as exc:
+        err_console.print(f"[yellow]import ledger not {what} ({exc}): a file imported before lands again[/yellow]")
+        return None
 
 
 def _read_file(path: Path) -> pa.Table:
@@ -272,9 +316,11 @@ def _import_kind(
     kafka_idle: float,
     at: str | None,
     as_json: bool = False,
+    again: bool = False,
 ) -> None:
     """Import recorded device output of one kind through the configured transport; what each file gave is
-    said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason."""
+    said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason. A file
+    the import ledger holds (the same bytes, kind and options) is skipped unless `again`."""
     from rocescope.collectors import importers
     from rocescope.collectors.common.json_text import load_json
     from rocescope.collectors.common.rows import CounterRows
@@ -282,6 +328,7 @@ def _import_kind(
     from rocescope.collectors.lldp.collector import links_batch
     from rocescope.collectors.lldp.parse import Neighbor, parse_lldpcli
     from rocescope.errors import DecodeError
+    from rocescope.pipeline import ledger
     from rocescope.pipeline.runner import publishing
 
     if kafka_topic and kind is not ImportKind.gnmic:
@@ -295,6 +342,10 @@ def _import_kind(
         settings = load_settings()
         when = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else dt.datetime.now(dt.UTC)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
+        options = (device or "", at or "", str(inventory or ""))
+        digests = {path: _digest(path, kind.value, options) for path in files}
+        seen = {} if again or not files else _ledger(settings, lambda s: ledger.imported(s, digests.values()), "read")
+        landed: dict[str, tuple[Path, int]] = {}
         with publishing(settings) as (producer, sink_metrics):
 
             def ship(
@@ -324,10 +375,15 @@ def _import_kind(
                 note, why = importers.gnmic_note(rows), {"non-numeric": rows.nonnumeric}
                 ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
             for path in files:
+                if seen and digests[path] in seen:
+                    say.print(_already(path, seen[digests[path]]), highlight=False)
+                    outcomes.append({"file": str(path), "landed": 0, "left_raw": 0, "skipped": {"already imported": 1}})
+                    continue
                 try:
                     data = path.read_bytes()
                 except OSError as exc:
                     raise DecodeError(f"{path}: {exc}") from exc
+                before = total
                 name = device or path.name.split(".")[0]
                 if kind is ImportKind.gnmic:
                     rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
@@ -379,6 +435,9 @@ def _import_kind(
                         ship(list(collector.collect(source)), str(path), collector.malformed)
                     finally:
                         source.close()
+                landed[digests[path]] = (path, total - before)
+        if landed:
+            _ledger(settings, lambda s: ledger.record(s, kind.value, landed), "written")
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     expired = sink_metrics.value("rocescope_sink_rows_expired_total") if sink_metrics else 0
