@@ -25,19 +25,22 @@ counting what it cannot read so one bad record never loses a capture:
 
 from __future__ import annotations
 
+import codecs
 import datetime as dt
+import functools
+import itertools
 import json
 import logging
 import re
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from rocescope.collectors.common.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX
 from rocescope.collectors.gnmi.paths import parse_path, path_elems
-from rocescope.collectors.gnmi.resolve import resolve_elems
-from rocescope.collectors.gnmi.values import reading
+from rocescope.collectors.gnmi.resolve import Resolved, resolve_elems
+from rocescope.collectors.gnmi.values import POSITIVE_ONLY, reading
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
 from rocescope.errors import DecodeError
@@ -74,6 +77,12 @@ _LLDP_PATH = ("lldp", "interfaces", "interface", "neighbors", "neighbor", "state
 _LLDP_LEAVES = frozenset({"system-name", "port-id", "port-id-type", "port-description", "chassis-id"})
 
 
+def _is_lldp(elems: Elems) -> bool:
+    """An openconfig-lldp neighbour state path (or one under it)."""
+    names = tuple(n.rpartition(":")[2] for n, _ in elems)
+    return any(names[i : i + len(_LLDP_PATH)] == _LLDP_PATH for i in range(max(0, len(names) - len(_LLDP_PATH)) + 1))
+
+
 def _lldp_leaf(rows: CounterRows, ts: int, device: str, elems: Elems, value: object) -> bool:
     """Keep an openconfig-lldp neighbour state leaf in `rows.neighbors` (True), or say it is none (False)."""
     if len(elems) < 7 or tuple(n.rpartition(":")[2] for n, _ in elems[-7:-1]) != _LLDP_PATH:
@@ -103,16 +112,20 @@ def lldp_neighbors(rows: CounterRows) -> list[tuple[Neighbor, int]]:
 def gnmic_batches(rows: CounterRows) -> list[Batch]:
     """The counters of gnmic output, and the cables its openconfig-lldp neighbour state names (`links`, source
     gnmi, seen when the device stamped them)."""
+    return [*rows.to_batches("switch", "import"), *gnmic_links(rows)]
+
+
+def gnmic_links(rows: CounterRows) -> list[Batch]:
+    """The cables the openconfig-lldp neighbour state gathered in `rows` names, as `links` batches."""
     from rocescope.collectors.lldp.collector import links_batch
 
     by_time: dict[int, list[Neighbor]] = {}
     for neighbor, ts in lldp_neighbors(rows):
         by_time.setdefault(ts, []).append(neighbor)
-    links = [
+    return [
         links_batch(found, dt.datetime.fromtimestamp(ts / 1e9, dt.UTC), found[0].device, source="gnmi")
         for ts, found in sorted(by_time.items())
     ]
-    return [*rows.to_batches("switch", "import"), *links]
 
 
 def gnmic_note(rows: CounterRows) -> str:
@@ -169,33 +182,83 @@ def gnmic_documents(text: str | bytes) -> Iterator[object | None]:
     A value that does not parse yields None (counted by the caller) and reading resumes at the next
     line that opens a document; text that holds no JSON at all raises DecodeError.
     """
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", errors="replace")
+    return gnmic_stream([text])
+
+
+def gnmic_stream(chunks: Iterable[str | bytes]) -> Iterator[object | None]:
+    """`gnmic_documents` over a file read in blocks: documents are decoded as the blocks arrive, so a capture
+    larger than memory is read in the memory of a few blocks (one document spanning the whole file, a pretty
+    JSON array, is held whole). A document a block cuts short is read on into the next block; one that fails
+    with the next document's start in view is damage: None, and reading goes on there."""
+    decode = codecs.getincrementaldecoder("utf-8")("replace").decode
     dec = json.JSONDecoder()
-    dirty = may_hold_surrogates(text)
-    i, n, good, held = 0, len(text), 0, 0
+    parts = iter(chunks)
+    buf, i, ended, dirty, good, held = "", 0, False, False, 0, 0
+
+    def more() -> bool:
+        nonlocal buf, i, ended, dirty
+        if ended:
+            return False
+        chunk = next(parts, None)
+        text = decode(b"", final=True) if chunk is None else chunk if isinstance(chunk, str) else decode(chunk)
+        ended = chunk is None
+        dirty = dirty or may_hold_surrogates(buf[-12:] + text)  # an escape may straddle two blocks
+        buf, i = buf[i:] + text, 0
+        return bool(text) or not ended
+
     while True:
-        while i < n and text[i] in " \t\r\n,":
+        n = len(buf)
+        while i < n and buf[i] in " \t\r\n,":
             i += 1
         if i >= n:
+            if more():
+                continue
             break
         try:
-            doc, i = dec.raw_decode(text, i)
-            good += 1
-            yield from [None] * held  # failures before the first document, counted only if the input had one
-            held = 0
-            yield scrub(doc) if dirty else doc
+            doc, i = dec.raw_decode(buf, i)
         except (ValueError, RecursionError):
+            nxt = [p for p in (buf.find("\n{", i + 1), buf.find("\n[", i + 1)) if p >= 0]
+            if not nxt and more():
+                continue  # cut short by the block, or damage: the next block tells
             if good:
                 yield None
             else:
                 held += 1
-            nxt = [p for p in (text.find("\n{", i + 1), text.find("\n[", i + 1)) if p >= 0]
             if not nxt:
                 break
             i = min(nxt) + 1
+            continue
+        good += 1
+        yield from [None] * held  # failures before the first document, counted only if the input had one
+        held = 0
+        yield scrub(doc) if dirty else doc
     if not good:
         raise DecodeError("no JSON document in the input")
+
+
+def gnmic_file_batches(
+    chunks: Iterable[str | bytes], device: str, rows: CounterRows, every: int = 250_000
+) -> Iterator[Batch]:
+    """The `counters` batches of a gnmic capture read in blocks, `every` rows at a time (memory stays bounded
+    whatever the file's size), then its LLDP neighbours as `links`; `rows` keeps the counts of what was skipped
+    and the neighbour state."""
+    docs, taken = gnmic_stream(chunks), 0
+
+    def some() -> Iterator[object | None]:
+        nonlocal taken
+        for doc in itertools.islice(docs, 1024):
+            taken += 1
+            yield doc
+
+    while True:
+        taken = 0
+        gnmic_rows(some(), device, rows)
+        if len(rows) >= every or taken < 1024:
+            yield from rows.to_batches("switch", "import")
+            rows.truncate(0)
+        if taken < 1024:
+            break
+    yield from gnmic_links(rows)
 
 
 def _timestamp(value: Any) -> int:
@@ -220,28 +283,84 @@ def source_device(source: str) -> str:
     return _PORT_SUFFIX.sub("", source)
 
 
+def _keyed(path: str, tags: Mapping[str, Any]) -> Elems:
+    """An event's path with the list keys gnmic moved into its tags (`interface_name` -> interface[name])."""
+    elems: Elems = []
+    for name, keys in _path(path):
+        short = name.rpartition(":")[2]
+        found = dict(keys)
+        for tag, tv in tags.items():
+            if tag not in _NOT_KEYS and str(tag).startswith(short + "_"):
+                found[str(tag)[len(short) + 1 :]] = str(tv)
+        elems.append((name, found))
+    return elems
+
+
+#: (path, tags, target) -> (the path's elements, where its scalar values go; None: read value by value). A
+#: capture repeats the same series every poll: parsing and resolving a path costs ten times reading its value.
+_Series = tuple[Elems, "Resolved | None"]
+_SERIES: dict[tuple[str, tuple[tuple[str, Any], ...], str], _Series] = {}
+_SERIES_MAX = 1 << 20
+
+
+def _series(path: str, tags: Mapping[str, Any], tag_key: tuple[tuple[str, Any], ...] | None, target: str) -> _Series:
+    """The path's elements and resolution, from the cache when its (path, tags, target) was seen."""
+    key = None if tag_key is None else (path, tag_key, target)
+    hit = None if key is None else _SERIES.get(key)
+    if hit is not None:
+        return hit
+    elems = _keyed(path, tags)
+    resolved = None if _is_lldp(elems) else resolve_elems(elems, target)
+    if key is not None:
+        if len(_SERIES) >= _SERIES_MAX:
+            _SERIES.clear()
+        _SERIES[key] = (elems, resolved)
+    return elems, resolved
+
+
+@functools.lru_cache(maxsize=4096)
+def _source_device(source: str) -> str:
+    return source_device(source)
+
+
 def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     """One gnmic event: `values` paths (list keys in `tags`)."""
     tags = ev.get("tags") or {}
     if not isinstance(tags, dict) or not isinstance(ev.get("values"), dict):
         raise ValueError("event without tags/values objects")
     ts = _timestamp(ev["timestamp"])
-    dev = device or source_device(str(tags.get("source", "")))
+    dev = device or _source_device(str(tags.get("source", "")))
     if not dev:
         raise ValueError("event without tags.source (give --device)")
     target = str(tags.get("target", ""))
+    tag_key: tuple[tuple[str, Any], ...] | None = tuple(tags.items())
+    try:
+        hash(tag_key)
+    except TypeError:  # a tag value that is a list or object: no cache key, resolved each time
+        tag_key = None
+    cached = _SERIES.get
     for path, value in ev["values"].items():
-        base = _path(path)
-        elems: Elems = []
-        for name, keys in base:
-            short = name.rpartition(":")[2]
-            found = dict(keys)
-            for tag, tv in tags.items():
-                if tag not in _NOT_KEYS and str(tag).startswith(short + "_"):
-                    found[str(tag)[len(short) + 1 :]] = str(tv)
-            elems.append((name, found))
-        for extra, leaf in _leaves(value):
-            add_value(rows, ts, dev, elems + extra, leaf, target)
+        hit = cached((path, tag_key, target)) if tag_key is not None else None
+        elems, r = hit if hit is not None else _series(str(path), tags, tag_key, target)
+        if r is None or isinstance(value, dict | list):
+            for extra, leaf in _leaves(value):
+                add_value(rows, ts, dev, elems + extra, leaf, target)
+            continue
+        kind = type(value)
+        if (kind is int or kind is float) and r.metric not in POSITIVE_ONLY:  # the common case, as `reading` reads it
+            x: float | None = value * r.factor
+        else:
+            x = reading(r.metric, value, r.factor)
+        if x is None:
+            rows.nonnumeric += 1
+            continue
+        rows.ts.append(ts)
+        rows.port.append(r.port)
+        rows.priority.append(r.priority)
+        rows.metric.append(r.metric if r.metric is not None else UNKNOWN_PREFIX + r.raw_name)
+        rows.value.append(float(x))
+        rows.raw_name.append(r.raw_name)
+        rows.device.append(dev)
 
 
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:

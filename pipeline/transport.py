@@ -71,6 +71,7 @@ def stream_of(topic: str) -> str:
 @dataclass
 class _Log:
     messages: list[Message] = field(default_factory=list)
+    released: int = 0  # messages before this offset hold no payload any more (every group committed past them)
 
 
 class InProcessBus:
@@ -95,6 +96,20 @@ class InProcessBus:
             log = self._logs.setdefault(topic, _Log())
             log.messages.append(Message(topic, 0, len(log.messages), key, value, tuple(hdrs), batch))
             self._cond.notify_all()
+
+    def _release(self, tp: TopicPartition) -> None:
+        """Drop the payloads every group that reads the topic has committed past (as Kafka's retention would):
+        an embedded collector that runs for weeks, or an import of a capture larger than memory, keeps only
+        what its sink has not landed. Offsets, keys and headers stay. Call with the condition held."""
+        log = self._logs.get(tp[0])
+        done = [offset for (_, t), offset in self._committed.items() if t == tp]
+        if log is None or not done:
+            return
+        upto = min(min(done), len(log.messages))
+        for i in range(log.released, upto):
+            msg = log.messages[i]
+            log.messages[i] = Message(msg.topic, msg.partition, msg.offset, msg.key, b"", msg.headers, None)
+        log.released = max(log.released, upto)
 
     def messages(self, topic: str) -> list[Message]:
         with self._cond:
@@ -147,7 +162,8 @@ class InProcessConsumer:
         self.group_id = group_id
         self.topics = list(topics)
         with bus._cond:
-            self._position = {(t, 0): bus._committed.get((group_id, (t, 0)), 0) for t in self.topics}
+            # a group reads from its committed offset (0 at first), and holds what it has not read (`_release`)
+            self._position = {(t, 0): bus._committed.setdefault((group_id, (t, 0)), 0) for t in self.topics}
 
     def poll(self, timeout_ms: int, max_records: int) -> list[Message]:
         deadline = time.monotonic() + timeout_ms / 1000
@@ -172,6 +188,7 @@ class InProcessConsumer:
         with self.bus._cond:
             for tp, offset in offsets.items():
                 self.bus._committed[(self.group_id, tp)] = offset
+                self.bus._release(tp)
 
     def rewind(self) -> None:
         with self.bus._cond:

@@ -6,8 +6,9 @@ import datetime as dt
 import json
 import sys
 from collections import Counter
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
@@ -27,6 +28,8 @@ from rocescope.cli.common import (
 from rocescope.errors import ConfigError, RocescopeError
 
 T = TypeVar("T")
+#: bytes of a streamed import file read at a time
+_BLOCK = 16 << 20
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -348,16 +351,27 @@ def _import_kind(
         landed: dict[str, tuple[Path, int]] = {}
         with publishing(settings) as (producer, sink_metrics):
 
-            def ship(
-                batches: Sequence[Batch], what: str, bad: int, note: str = "", skipped: Mapping[str, int] | None = None
-            ) -> None:
-                nonlocal total
-                rows = sum(b.num_rows for b in batches)
+            def publish(batches: Iterable[Batch]) -> tuple[int, int]:
+                """Publish as the batches come; (rows, of them left raw)."""
+                rows = raw = 0
                 for b in batches:
                     if b.num_rows:
                         producer.publish(b)
+                    rows, raw = rows + b.num_rows, raw + _raw_rows(b)
+                return rows, raw
+
+            def ship(
+                batches: Iterable[Batch],
+                what: str,
+                bad: int,
+                note: str = "",
+                skipped: Mapping[str, int] | None = None,
+                published: tuple[int, int] = (0, 0),
+            ) -> None:
+                nonlocal total
+                rows, raw = publish(batches)
+                rows, raw = rows + published[0], raw + published[1]
                 total += rows
-                raw = sum(_raw_rows(b) for b in batches)
                 why = {"malformed": bad, **{k: v for k, v in (skipped or {}).items() if v}}
                 outcomes.append({"file": what, "landed": rows, "left_raw": raw, "skipped": why})
                 say.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
@@ -379,17 +393,25 @@ def _import_kind(
                     say.print(_already(path, seen[digests[path]]), highlight=False)
                     outcomes.append({"file": str(path), "landed": 0, "left_raw": 0, "skipped": {"already imported": 1}})
                     continue
+                before = total
+                name = device or path.name.split(".")[0]
+                if kind is ImportKind.gnmic:  # streamed: a capture may be larger than memory
+                    rows = CounterRows()
+                    try:
+                        with path.open("rb") as f:
+                            blocks = iter(partial(f.read, _BLOCK), b"")
+                            sent = publish(importers.gnmic_file_batches(blocks, device or "", rows))
+                    except OSError as exc:
+                        raise DecodeError(f"{path}: {exc}") from exc
+                    why = {"non-numeric": rows.nonnumeric}
+                    ship([], str(path), rows.malformed, importers.gnmic_note(rows), why, sent)
+                    landed[digests[path]] = (path, total - before)
+                    continue
                 try:
                     data = path.read_bytes()
                 except OSError as exc:
                     raise DecodeError(f"{path}: {exc}") from exc
-                before = total
-                name = device or path.name.split(".")[0]
-                if kind is ImportKind.gnmic:
-                    rows = importers.gnmic_rows(importers.gnmic_documents(data), device or "")
-                    why = {"non-numeric": rows.nonnumeric}
-                    ship(importers.gnmic_batches(rows), str(path), rows.malformed, importers.gnmic_note(rows), why)
-                elif kind is ImportKind.lldpcli:
+                if kind is ImportKind.lldpcli:
                     found, bad = parse_lldpcli(data, name)
                     ship([links_batch(found, when, name)] if found else [], str(path), bad)
                 elif kind is ImportKind.kubectl:

@@ -109,3 +109,24 @@ def test_an_unexpected_decoding_error_is_dead_lettered_not_fatal(store: ChdbStor
     assert _count(store, "counters") == 40
     (dead,) = bus.messages(bus.dead_letter_topic)
     assert dead.key == b"odd" and sink.metrics.value("rocescope_sink_dead_lettered_total") == 1
+
+
+def test_landed_payloads_are_released_once_every_group_committed_past_them() -> None:
+    """The bus is a log in memory: an embedded collector running for weeks (or an import of a capture larger than
+    memory) would hold every batch it ever sent. What every reading group committed past is dropped, as Kafka's
+    retention drops it; offsets, keys and what a group has not committed stay."""
+    bus = InProcessBus()
+    producer = bus.producer()
+    for i in range(4):
+        producer.publish(sample_batch("counters", 10, seed=i, device=f"leaf-{i}"))
+    topic, tp = schema.topic("counters"), (schema.topic("counters"), 0)
+    fast, slow = bus.consumer("fast", ["counters"]), bus.consumer("slow", ["counters"])
+    assert len(fast.poll(10, 10)) == 4 and len(slow.poll(10, 10)) == 4
+    fast.commit({tp: 3})
+    slow.commit({tp: 1})
+    held = [m.batch is not None for m in bus.messages(topic)]
+    assert held == [False, True, True, True]  # only what both groups committed past
+    slow.commit({tp: 4})
+    msgs = bus.messages(topic)
+    assert [m.batch is not None for m in msgs] == [False, False, False, True]
+    assert [m.offset for m in msgs] == [0, 1, 2, 3] and all(m.key for m in msgs)
