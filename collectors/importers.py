@@ -33,13 +33,14 @@ import json
 import logging
 import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from rocescope.collectors.common.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX
 from rocescope.collectors.gnmi.paths import parse_path, path_elems
-from rocescope.collectors.gnmi.resolve import Resolved, resolve_elems
+from rocescope.collectors.gnmi.resolve import resolve_elems
 from rocescope.collectors.gnmi.values import POSITIVE_ONLY, reading
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
@@ -296,26 +297,49 @@ def _keyed(path: str, tags: Mapping[str, Any]) -> Elems:
     return elems
 
 
-#: (path, tags, target) -> (the path's elements, where its scalar values go; None: read value by value). A
-#: capture repeats the same series every poll: parsing and resolving a path costs ten times reading its value.
-_Series = tuple[Elems, "Resolved | None"]
-_SERIES: dict[tuple[str, tuple[tuple[str, Any], ...], str], _Series] = {}
-_SERIES_MAX = 1 << 20
+#: (tags, target) -> path -> (the path's elements, where its scalar values go: None to read value by value).
+#: A capture repeats the same series every poll: parsing and resolving a path costs ten times reading its value,
+#: and a path string (its hash kept by Python) is the cheapest key per value.
+_Series = tuple[Elems, "_Target | None"]
+_SERIES: dict[tuple[tuple[tuple[str, Any], ...], str], dict[str, _Series]] = {}
+_SERIES_MAX = 1 << 16  # tag sets (interfaces x queues x devices) before the cache starts over
 
 
-def _series(path: str, tags: Mapping[str, Any], tag_key: tuple[tuple[str, Any], ...] | None, target: str) -> _Series:
-    """The path's elements and resolution, from the cache when its (path, tags, target) was seen."""
-    key = None if tag_key is None else (path, tag_key, target)
-    hit = None if key is None else _SERIES.get(key)
-    if hit is not None:
-        return hit
+@dataclass(frozen=True, slots=True)
+class _Target:
+    """Where a path's scalar values go, prepared once: the row's port, priority, metric and raw name."""
+
+    port: str
+    priority: int
+    metric: str  # the catalog's name, or `unknown:<raw>`
+    raw_name: str
+    known: str | None  # the catalog's name (None: unknown), as `reading` takes it
+    factor: float
+    plain: bool  # a number read as number x factor (no word to parse, no zero that means "not known")
+
+
+def _series(path: str, tags: Mapping[str, Any], target: str) -> _Series:
     elems = _keyed(path, tags)
-    resolved = None if _is_lldp(elems) else resolve_elems(elems, target)
-    if key is not None:
+    if _is_lldp(elems):
+        return elems, None
+    r = resolve_elems(elems, target)
+    metric = r.metric if r.metric is not None else UNKNOWN_PREFIX + r.raw_name
+    plain = r.metric not in POSITIVE_ONLY
+    return elems, _Target(r.port, r.priority, metric, r.raw_name, r.metric, r.factor, plain)
+
+
+def _paths_of(tags: Mapping[str, Any], target: str) -> dict[str, _Series]:
+    """The per-path cache of one tag set (a fresh one, uncached, when a tag value is a list or an object)."""
+    try:
+        key = (tuple(tags.items()), target)
+        hit = _SERIES.get(key)
+    except TypeError:
+        return {}
+    if hit is None:
         if len(_SERIES) >= _SERIES_MAX:
             _SERIES.clear()
-        _SERIES[key] = (elems, resolved)
-    return elems, resolved
+        hit = _SERIES[key] = {}
+    return hit
 
 
 @functools.lru_cache(maxsize=4096)
@@ -333,31 +357,28 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     if not dev:
         raise ValueError("event without tags.source (give --device)")
     target = str(tags.get("target", ""))
-    tag_key: tuple[tuple[str, Any], ...] | None = tuple(tags.items())
-    try:
-        hash(tag_key)
-    except TypeError:  # a tag value that is a list or object: no cache key, resolved each time
-        tag_key = None
-    cached = _SERIES.get
+    paths = _paths_of(tags, target)
     for path, value in ev["values"].items():
-        hit = cached((path, tag_key, target)) if tag_key is not None else None
-        elems, r = hit if hit is not None else _series(str(path), tags, tag_key, target)
+        hit = paths.get(path)
+        if hit is None:
+            hit = paths[path] = _series(str(path), tags, target)
+        elems, r = hit
         if r is None or isinstance(value, dict | list):
             for extra, leaf in _leaves(value):
                 add_value(rows, ts, dev, elems + extra, leaf, target)
             continue
         kind = type(value)
-        if (kind is int or kind is float) and r.metric not in POSITIVE_ONLY:  # the common case, as `reading` reads it
+        if r.plain and (kind is int or kind is float):  # the common case, read as `reading` reads it
             x: float | None = value * r.factor
         else:
-            x = reading(r.metric, value, r.factor)
+            x = reading(r.known, value, r.factor)
         if x is None:
             rows.nonnumeric += 1
             continue
         rows.ts.append(ts)
         rows.port.append(r.port)
         rows.priority.append(r.priority)
-        rows.metric.append(r.metric if r.metric is not None else UNKNOWN_PREFIX + r.raw_name)
+        rows.metric.append(r.metric)
         rows.value.append(float(x))
         rows.raw_name.append(r.raw_name)
         rows.device.append(dev)
