@@ -182,6 +182,7 @@ class ImportKind(StrEnum):
     sonic = "sonic"
     sonic_monitor = "sonic-monitor"
     nccl_inspector = "nccl-inspector"
+    snmp = "snmp"
 
 
 def import_cmd(
@@ -193,7 +194,8 @@ def import_cmd(
         str,
         typer.Option(
             help="table (default), gnmic, pcap, lldpcli, kubectl, sonic (a redis dump), sonic-monitor (a "
-            "`redis-cli MONITOR` trace of COUNTERS_DB) or nccl-inspector: what the files are."
+            "`redis-cli MONITOR` trace of COUNTERS_DB), snmp (`snmpwalk` output or an .snmprec) or nccl-inspector: "
+            "what the files are."
         ),
     ] = "table",
     device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
@@ -206,7 +208,9 @@ def import_cmd(
     kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
     at: Annotated[
         str | None,
-        typer.Option(help="Time of undated dumps (sonic, lldpcli, kubectl, nccl-inspector .prom; a links file): ISO."),
+        typer.Option(
+            help="Time of undated dumps (sonic, snmp, lldpcli, kubectl, nccl-inspector .prom; a links file): ISO."
+        ),
     ] = None,
     as_json: Annotated[
         bool, typer.Option("--json", help="--kind: one JSON summary (per file: rows landed, left raw, skipped why).")
@@ -447,6 +451,18 @@ def _import_kind(
                     }
                     note = f" ({parsed.problem})" if parsed.refused else ""
                     ship(collectives_batches(parsed.batch), str(path), parsed.malformed, note, why)
+                elif kind is ImportKind.snmp:
+                    from rocescope.collectors.snmp.walkfile import device_name, parse_walk, walk_rows
+
+                    walk = parse_walk(data.decode("utf-8", "replace"))
+                    if not walk.rows and walk.malformed:
+                        raise DecodeError(f"{path}: no SNMP walk line could be read (first: {walk.examples[0][1]})")
+                    walked = walk_rows(walk, int(when.timestamp() * 1e9))
+                    host = device or device_name(walk) or name
+                    why = {"non-numeric": walked.nonnumeric, "objects not read": walk.unknown_names,
+                           "no value": walk.no_value}  # fmt: skip
+                    ship([walked.to_batch(host, "switch", "import")] if len(walked) else [], str(path),
+                         walked.malformed, f" (device {host})", why)  # fmt: skip
                 elif kind is ImportKind.pcap:
                     from rocescope.collectors.pcap.collector import PcapCollector
                     from rocescope.collectors.pcap.tshark import PcapFile
