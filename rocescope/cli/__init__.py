@@ -4,7 +4,7 @@ The app, its groups and the main callback live here; the commands are plain func
 per area, registered below (area modules import only `common.py`, so nothing imports back):
 - `common.py`: consoles, settings, errors as exit codes, option types, tables and target health
 - `store.py`: config, migrate, sql, import, serve-http, sink, clickhouse ddl
-- `collect.py`: collect nic, ebpf, pcap, jobs, nccl (hosts)
+- `collect.py`: collect nic, ebpf, pcap, jobs, nccl, nccl-otlp (hosts)
 - `collect_switches.py`: collect snmp, gnmi, lldp (switches)
 - `analysis.py`: analyze, findings, blame, report, eval
 - `sim.py`: demo, sim list, sim run
@@ -29,7 +29,7 @@ app = typer.Typer(
 )
 sim_app = typer.Typer(help="The simulated RoCE fabric: scenarios with ground-truth incidents.", no_args_is_help=True)
 collect_app = typer.Typer(
-    help="Collect from devices: nic, pcap, snmp, ebpf, gnmi, lldp, jobs, nccl.", no_args_is_help=True
+    help="Collect from devices: nic, pcap, snmp, ebpf, gnmi, lldp, jobs, nccl, nccl-otlp.", no_args_is_help=True
 )
 dashboards_app = typer.Typer(help="Grafana dashboards as code (grafanalib).", no_args_is_help=True)
 clickhouse_app = typer.Typer(help="ClickHouse server and cluster helpers.", no_args_is_help=True)
@@ -77,6 +77,7 @@ collect_app.command("pcap")(collect.collect_pcap)
 collect_app.command("lldp")(collect_switches.collect_lldp)
 collect_app.command("jobs")(collect.collect_jobs)
 collect_app.command("nccl")(collect.collect_nccl)
+collect_app.command("nccl-otlp")(collect.collect_nccl_otlp)
 
 app.command()(analysis.analyze)
 app.command("eval")(analysis.eval_cmd)

@@ -1,4 +1,5 @@
-"""The host-side collect commands: `collect nic`, `collect ebpf`, `collect pcap`, `collect jobs`, `collect nccl`.
+"""The host-side collect commands: `collect nic`, `collect ebpf`, `collect pcap`, `collect jobs`, `collect nccl`,
+`collect nccl-otlp`.
 
 The switch-side ones (snmp, gnmi, lldp) are in `collect_switches.py`.
 """
@@ -367,3 +368,32 @@ def collect_nccl(
     down = print_health(collector.health())
     if once and down:
         raise typer.Exit(1)
+
+
+def collect_nccl_otlp(
+    listen: Annotated[
+        str, typer.Option(help="HOST:PORT to receive OTLP/HTTP JSON on (point Inspector's OTEL endpoint here).")
+    ] = "127.0.0.1:4318",
+    seconds: SecondsOpt = None,
+) -> None:
+    """NCCL collective timings from NCCL Inspector's OpenTelemetry export (`NCCL_INSPECTOR_OTEL_EXPORT=1`, with
+    `OTEL_EXPORTER_OTLP_METRICS_ENDPOINT=http://HOST:PORT/v1/metrics`) into `collectives`."""
+    from rocescope.collectors.nccl.otlp_receiver import OtlpReceiver
+    from rocescope.pipeline.runner import publishing
+
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise typer.BadParameter(f"--listen wants HOST:PORT, not {listen!r}")
+    try:
+        settings = load_settings()
+        with publishing(settings) as (producer, _):
+            try:
+                receiver = OtlpReceiver(producer.publish, host.strip("[]"), int(port))
+            except OSError as exc:
+                raise ConfigError(f"cannot listen on {listen}: {exc}") from exc
+            err_console.print(f"receiving OTLP/HTTP on http://{host}:{receiver.port}/v1/metrics", highlight=False)
+            receiver.serve(run_until_stopped(seconds))
+    except RocescopeError as exc:
+        raise fail(exc) from None
+    console.print(f"{receiver.rows} collectives received", highlight=False)
+    print_health(receiver.health())
