@@ -150,8 +150,14 @@ def add_value(rows: CounterRows, ts: int, device: str, elems: Elems, value: obje
 
 
 def _path(text: object) -> Elems:
-    """A gnmic path (`origin:` dropped) as elements."""
-    return path_elems(parse_path(_ORIGIN.sub("", str(text), count=1)))
+    """A gnmic path (`origin:` dropped) as elements (a list the caller must not change: it may be shared)."""
+    return _parsed_path(str(text))
+
+
+@functools.lru_cache(maxsize=1 << 14)
+def _parsed_path(text: str) -> Elems:
+    """A capture names a few dozen paths, each at every interface and queue: parsed once each."""
+    return path_elems(parse_path(_ORIGIN.sub("", text, count=1)))
 
 
 def _leaves(doc: object, depth: int = 0) -> Iterator[tuple[Elems, object]]:
