@@ -364,30 +364,35 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
         raise ValueError("event without tags.source (give --device)")
     target = str(tags.get("target", ""))
     paths = _paths_of(tags, target)
+    # the columns' appends bound once per event: this loop runs for every value of a capture
+    at, port, prio, metric, number, raw, device_of = (
+        rows.ts.append, rows.port.append, rows.priority.append, rows.metric.append, rows.value.append,
+        rows.raw_name.append, rows.device.append)  # fmt: skip
     for path, value in ev["values"].items():
         hit = paths.get(path)
         if hit is None:
             hit = paths[path] = _series(str(path), tags, target)
         elems, r = hit
-        if r is None or isinstance(value, dict | list):
+        kind = type(value)
+        if r is None or kind is dict or kind is list:
             for extra, leaf in _leaves(value):
                 add_value(rows, ts, dev, elems + extra, leaf, target)
             continue
-        kind = type(value)
         if r.plain and (kind is int or kind is float):  # the common case, read as `reading` reads it
-            x: float | None = value * r.factor
+            x = float(value * r.factor)
         else:
-            x = reading(r.known, value, r.factor)
-        if x is None:
-            rows.nonnumeric += 1
-            continue
-        rows.ts.append(ts)
-        rows.port.append(r.port)
-        rows.priority.append(r.priority)
-        rows.metric.append(r.metric)
-        rows.value.append(float(x))
-        rows.raw_name.append(r.raw_name)
-        rows.device.append(dev)
+            read = reading(r.known, value, r.factor)
+            if read is None:
+                rows.nonnumeric += 1
+                continue
+            x = read
+        at(ts)
+        port(r.port)
+        prio(r.priority)
+        metric(r.metric)
+        number(x)
+        raw(r.raw_name)
+        device_of(dev)
 
 
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:
