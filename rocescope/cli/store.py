@@ -353,129 +353,137 @@ def _import_kind(
         digests = {path: _digest(path, kind.value, options) for path in files}
         seen = {} if again or not files else _ledger(settings, lambda s: ledger.imported(s, digests.values()), "read")
         landed: dict[str, tuple[Path, int]] = {}
-        with publishing(settings) as (producer, sink_metrics):
+        try:
+            with publishing(settings) as (producer, sink_metrics):
 
-            def publish(batches: Iterable[Batch]) -> tuple[int, int]:
-                """Publish as the batches come; (rows, of them left raw)."""
-                rows = raw = 0
-                for b in batches:
-                    if b.num_rows:
-                        producer.publish(b)
-                    rows, raw = rows + b.num_rows, raw + _raw_rows(b)
-                return rows, raw
+                def publish(batches: Iterable[Batch]) -> tuple[int, int]:
+                    """Publish as the batches come; (rows, of them left raw)."""
+                    rows = raw = 0
+                    for b in batches:
+                        if b.num_rows:
+                            producer.publish(b)
+                        rows, raw = rows + b.num_rows, raw + _raw_rows(b)
+                    return rows, raw
 
-            def ship(
-                batches: Iterable[Batch],
-                what: str,
-                bad: int,
-                note: str = "",
-                skipped: Mapping[str, int] | None = None,
-                published: tuple[int, int] = (0, 0),
-            ) -> None:
-                nonlocal total
-                rows, raw = publish(batches)
-                rows, raw = rows + published[0], raw + published[1]
-                total += rows
-                why = {"malformed": bad, **{k: v for k, v in (skipped or {}).items() if v}}
-                outcomes.append({"file": what, "landed": rows, "left_raw": raw, "skipped": why})
-                say.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
+                def ship(
+                    batches: Iterable[Batch],
+                    what: str,
+                    bad: int,
+                    note: str = "",
+                    skipped: Mapping[str, int] | None = None,
+                    published: tuple[int, int] = (0, 0),
+                ) -> None:
+                    nonlocal total
+                    rows, raw = publish(batches)
+                    rows, raw = rows + published[0], raw + published[1]
+                    total += rows
+                    why = {"malformed": bad, **{k: v for k, v in (skipped or {}).items() if v}}
+                    outcomes.append({"file": what, "landed": rows, "left_raw": raw, "skipped": why})
+                    say.print(f"{what}: {rows} rows, {bad} malformed{note}", highlight=False)
 
-            if kafka_topic:
-                servers = (bootstrap or ",".join(settings.kafka.bootstrap_servers)).split(",")
-                rows = CounterRows()
-                bad_msgs = 0
-                for value in importers.kafka_messages(servers, kafka_topic, kafka_idle):
-                    try:
-                        importers.gnmic_rows(importers.gnmic_documents(value), device or "", rows)
-                    except DecodeError:
-                        bad_msgs += 1
-                batches = importers.gnmic_batches(rows)
-                note, why = importers.gnmic_note(rows), {"non-numeric": rows.nonnumeric}
-                ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
-            for path in files:
-                if seen and digests[path] in seen:
-                    say.print(_already(path, seen[digests[path]]), highlight=False)
-                    outcomes.append({"file": str(path), "landed": 0, "left_raw": 0, "skipped": {"already imported": 1}})
-                    continue
-                before = total
-                name = device or path.name.split(".")[0]
-                if kind is ImportKind.gnmic:  # streamed: a capture may be larger than memory
+                if kafka_topic:
+                    servers = (bootstrap or ",".join(settings.kafka.bootstrap_servers)).split(",")
                     rows = CounterRows()
+                    bad_msgs = 0
+                    for value in importers.kafka_messages(servers, kafka_topic, kafka_idle):
+                        try:
+                            importers.gnmic_rows(importers.gnmic_documents(value), device or "", rows)
+                        except DecodeError:
+                            bad_msgs += 1
+                    batches = importers.gnmic_batches(rows)
+                    note, why = importers.gnmic_note(rows), {"non-numeric": rows.nonnumeric}
+                    ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
+                for path in files:
+                    d = digests[path]
+                    if (seen and d in seen) or d in landed:  # in the store, or given twice here
+                        first = (seen or {}).get(d) or (str(landed[d][0]), dt.datetime.now(dt.UTC))
+                        say.print(_already(path, first), highlight=False)
+                        outcomes.append(
+                            {"file": str(path), "landed": 0, "left_raw": 0, "skipped": {"already imported": 1}}
+                        )
+                        continue
+                    before = total
+                    name = device or path.name.split(".")[0]
+                    if kind is ImportKind.gnmic:  # streamed: a capture may be larger than memory
+                        rows = CounterRows()
+                        try:
+                            with path.open("rb") as f:
+                                blocks = iter(partial(f.read, _BLOCK), b"")
+                                sent = publish(importers.gnmic_file_batches(blocks, device or "", rows))
+                        except OSError as exc:
+                            raise DecodeError(f"{path}: {exc}") from exc
+                        why = {"non-numeric": rows.nonnumeric}
+                        ship([], str(path), rows.malformed, importers.gnmic_note(rows), why, sent)
+                        landed[digests[path]] = (path, total - before)
+                        continue
                     try:
-                        with path.open("rb") as f:
-                            blocks = iter(partial(f.read, _BLOCK), b"")
-                            sent = publish(importers.gnmic_file_batches(blocks, device or "", rows))
+                        data = path.read_bytes()
                     except OSError as exc:
                         raise DecodeError(f"{path}: {exc}") from exc
-                    why = {"non-numeric": rows.nonnumeric}
-                    ship([], str(path), rows.malformed, importers.gnmic_note(rows), why, sent)
+                    if kind is ImportKind.lldpcli:
+                        found, bad = parse_lldpcli(data, name)
+                        ship([links_batch(found, when, name)] if found else [], str(path), bad)
+                    elif kind is ImportKind.kubectl:
+                        placed, bad = parse_pods(data, inv, when)
+                        ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
+                    elif kind is ImportKind.sonic:
+                        doc = load_json(data, str(path))
+                        rows, links, bad = importers.sonic_dump(doc, name, when)
+                        batches = rows.to_batches("switch", "import") + (
+                            [links_batch(links, when, name)] if links else []
+                        )
+                        # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
+                        aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
+                        batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
+                        why = {"non-numeric": rows.nonnumeric}
+                        ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
+                    elif kind is ImportKind.sonic_monitor:
+                        from rocescope.collectors.sonic_monitor import monitor_rows
+
+                        trace = monitor_rows(data.decode("utf-8", "replace"), name)
+                        skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
+                        note = f", skipped: {skipped}" if skipped else ""
+                        why = {"non-numeric": trace.rows.nonnumeric, **trace.skipped}
+                        ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
+                    elif kind is ImportKind.nccl_inspector:
+                        from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
+
+                        # Prometheus rows of NCCL 2.30+ carry no time: the dump's, else the file's mtime
+                        dumped = int(when.timestamp() * 1e9) if at else path.stat().st_mtime_ns
+                        parsed = parse_inspector(data, path.name, dumped)
+                        why = {
+                            "format version not read": parsed.refused,
+                            "not a collective (proxy traces, other metrics)": parsed.unknown,
+                            "dropped by Inspector before writing": parsed.writer_dropped,
+                        }
+                        note = f" ({parsed.problem})" if parsed.refused else ""
+                        ship(collectives_batches(parsed.batch), str(path), parsed.malformed, note, why)
+                    elif kind is ImportKind.snmp:
+                        from rocescope.collectors.snmp.walkfile import device_name, parse_walk, walk_rows
+
+                        walk = parse_walk(data.decode("utf-8", "replace"))
+                        if not walk.rows and walk.malformed:
+                            raise DecodeError(f"{path}: no SNMP walk line could be read (first: {walk.examples[0][1]})")
+                        walked = walk_rows(walk, int(when.timestamp() * 1e9))
+                        host = device or device_name(walk) or name
+                        why = {"non-numeric": walked.nonnumeric, "objects not read": walk.unknown_names,
+                               "no value": walk.no_value}  # fmt: skip
+                        ship([walked.to_batch(host, "switch", "import")] if len(walked) else [], str(path),
+                             walked.malformed, f" (device {host})", why)  # fmt: skip
+                    elif kind is ImportKind.pcap:
+                        from rocescope.collectors.pcap.collector import PcapCollector
+                        from rocescope.collectors.pcap.tshark import PcapFile
+
+                        collector = PcapCollector(device or "import")
+                        source = PcapFile(path)
+                        try:
+                            ship(list(collector.collect(source)), str(path), collector.malformed)
+                        finally:
+                            source.close()
                     landed[digests[path]] = (path, total - before)
-                    continue
-                try:
-                    data = path.read_bytes()
-                except OSError as exc:
-                    raise DecodeError(f"{path}: {exc}") from exc
-                if kind is ImportKind.lldpcli:
-                    found, bad = parse_lldpcli(data, name)
-                    ship([links_batch(found, when, name)] if found else [], str(path), bad)
-                elif kind is ImportKind.kubectl:
-                    placed, bad = parse_pods(data, inv, when)
-                    ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
-                elif kind is ImportKind.sonic:
-                    doc = load_json(data, str(path))
-                    rows, links, bad = importers.sonic_dump(doc, name, when)
-                    batches = rows.to_batches("switch", "import") + ([links_batch(links, when, name)] if links else [])
-                    # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
-                    aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
-                    batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
-                    why = {"non-numeric": rows.nonnumeric}
-                    ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
-                elif kind is ImportKind.sonic_monitor:
-                    from rocescope.collectors.sonic_monitor import monitor_rows
-
-                    trace = monitor_rows(data.decode("utf-8", "replace"), name)
-                    skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
-                    note = f", skipped: {skipped}" if skipped else ""
-                    why = {"non-numeric": trace.rows.nonnumeric, **trace.skipped}
-                    ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
-                elif kind is ImportKind.nccl_inspector:
-                    from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
-
-                    # Prometheus rows of NCCL 2.30+ carry no time: the dump's, else the file's mtime
-                    dumped = int(when.timestamp() * 1e9) if at else path.stat().st_mtime_ns
-                    parsed = parse_inspector(data, path.name, dumped)
-                    why = {
-                        "format version not read": parsed.refused,
-                        "not a collective (proxy traces, other metrics)": parsed.unknown,
-                        "dropped by Inspector before writing": parsed.writer_dropped,
-                    }
-                    note = f" ({parsed.problem})" if parsed.refused else ""
-                    ship(collectives_batches(parsed.batch), str(path), parsed.malformed, note, why)
-                elif kind is ImportKind.snmp:
-                    from rocescope.collectors.snmp.walkfile import device_name, parse_walk, walk_rows
-
-                    walk = parse_walk(data.decode("utf-8", "replace"))
-                    if not walk.rows and walk.malformed:
-                        raise DecodeError(f"{path}: no SNMP walk line could be read (first: {walk.examples[0][1]})")
-                    walked = walk_rows(walk, int(when.timestamp() * 1e9))
-                    host = device or device_name(walk) or name
-                    why = {"non-numeric": walked.nonnumeric, "objects not read": walk.unknown_names,
-                           "no value": walk.no_value}  # fmt: skip
-                    ship([walked.to_batch(host, "switch", "import")] if len(walked) else [], str(path),
-                         walked.malformed, f" (device {host})", why)  # fmt: skip
-                elif kind is ImportKind.pcap:
-                    from rocescope.collectors.pcap.collector import PcapCollector
-                    from rocescope.collectors.pcap.tshark import PcapFile
-
-                    collector = PcapCollector(device or "import")
-                    source = PcapFile(path)
-                    try:
-                        ship(list(collector.collect(source)), str(path), collector.malformed)
-                    finally:
-                        source.close()
-                landed[digests[path]] = (path, total - before)
-        if landed:
-            _ledger(settings, lambda s: ledger.record(s, kind.value, landed), "written")
+        finally:  # what landed is noted even when a later file fails the import
+            if landed:
+                _ledger(settings, lambda s: ledger.record(s, kind.value, landed), "written")
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     expired = sink_metrics.value("rocescope_sink_rows_expired_total") if sink_metrics else 0

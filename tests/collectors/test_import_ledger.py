@@ -74,3 +74,21 @@ def test_a_table_file_imported_again_changes_nothing(tmp_path: Path) -> None:
     rows = sql_rows(other, "SELECT count() FROM counters")
     assert "already imported" in imports(other, str(parquet))
     assert sql_rows(other, "SELECT count() FROM counters") == rows and int(rows[0]) > 0
+
+
+def test_files_landed_before_a_bad_one_are_noted(tmp_path: Path) -> None:
+    """An import that fails on its second file landed its first: importing both again lands the first no more,
+    and a file given twice in one command lands once."""
+    cfg = store_config(tmp_path)
+    bad = tmp_path / "broken.json"
+    bad.write_text("{not json")
+    failed = runner.invoke(app, ["--config", cfg, "import", "--kind", "sonic", str(SONIC), str(bad), *AT])
+    assert failed.exit_code == 1
+    once = state(cfg)
+    assert int(once["counters"]) > 0
+    said = imports(cfg, "--kind", "sonic", str(SONIC), str(SONIC), *AT)
+    assert " ".join(said.split()).count("already imported (as") == 2 and state(cfg) == once
+    (tmp_path / "fresh").mkdir()
+    fresh = store_config(tmp_path / "fresh")
+    imports(fresh, "--kind", "sonic", str(SONIC), str(SONIC), *AT)
+    assert state(fresh) == once
