@@ -370,7 +370,10 @@ def _inherited(table: pa.Table) -> tuple[pa.Array, pa.Array]:
     own = header.is_valid().to_numpy(zero_copy_only=False)
     rows = np.arange(len(header))
     last = np.maximum.accumulate(np.where(marker, rows, -1))
-    source = pa.array(np.where(~own & (last >= 0), last, rows))
+    inherit = ~own & (last >= 0)
+    if not inherit.any():  # v4.0-v4.2 lines carry their own (files read together are separated by markers)
+        return header, metadata
+    source = pa.array(np.where(inherit, last, rows))
     return header.take(source), metadata.take(source)
 
 
