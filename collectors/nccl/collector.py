@@ -97,17 +97,20 @@ class NcclCollector:
         size, and a busy directory has a few new lines in each of hundreds of files per poll); None when one
         record is malformed, so the files are read one by one and each damaged file is named."""
         cuts = [self._complete(c) for c in chunks]
-        # each file's lines after its own marker (v4.3+ lines take their header from it), never another file's
-        parts = [
-            (c.context or NO_MARKER) + (c.data[:cut] if c.data[cut - 1 : cut] == b"\n" else c.data[:cut] + b"\n")
-            for c, cut in zip(chunks, cuts, strict=True)
-            if cut
-        ]
+        # each file's lines after its own marker (v4.3+ lines take their header from it), never another file's;
+        # one join of the pieces, no copy per file
+        parts: list[bytes | memoryview] = []
+        for c, cut in zip(chunks, cuts, strict=True):
+            if cut:
+                parts += [c.context or NO_MARKER, memoryview(c.data)[:cut]]
+                if c.data[cut - 1 : cut] != b"\n":
+                    parts.append(b"\n")
         parsed = parse_json_lines(b"".join(parts), final=True)
         if parsed.malformed:
             return None
         for chunk, cut in zip(chunks, cuts, strict=True):
-            self.directory.advance(chunk, cut, last_marker(chunk.data[:cut]))
+            marker = last_marker(chunk.data, cut) if parsed.markers else None  # no file had one: none to look for
+            self.directory.advance(chunk, cut, marker)
         return parsed
 
     def _parse(self, chunk: FileChunk) -> Parsed:

@@ -101,7 +101,9 @@ _JSON_SCHEMA = pa.schema(
         ("p2p_perf", _perf("p2p")),
         (
             "dump_stats",
-            pa.struct([("coll_dropped_since_last_dump", _I64), ("p2p_dropped_since_last_dump", _I64)]),
+            pa.struct(
+                [("coll_records", _I64), ("coll_dropped_since_last_dump", _I64), ("p2p_dropped_since_last_dump", _I64)]
+            ),
         ),
         ("proxy_trace", pa.struct([("record_type", _STR)])),
     ]
@@ -127,6 +129,7 @@ class Parsed:
     unknown: int = 0  # lines that are no collective (other metrics of a textfile, Inspector's proxy traces)
     refused: int = 0  # records of a format version not read (counted, named in `problem`)
     writer_dropped: int = 0  # records Inspector's ring buffers dropped before writing (its `dump_stats` say so)
+    markers: int = 0  # `dump_stats` markers the writer wrote (v4.1+), carried context and separators not counted
     #: the last `dump_stats` marker read (its header and metadata, as one JSON line), for the file's next read
     context: bytes = b""
 
@@ -218,7 +221,7 @@ def parse_json_lines(data: bytes | str, final: bool = True, context: bytes = b""
     while pos < end:  # slices of a few MB: the reader is fastest there, and memory stays bounded
         cut = raw.rfind(b"\n", pos, pos + _SLICE) + 1 if pos + _SLICE < end else end
         cut = cut if cut > pos else min(end, raw.find(b"\n", pos) + 1 or end)
-        text = out.context + raw[pos:cut]
+        text = out.context + raw[pos:cut] if out.context else raw[pos:cut]
         for bad, good in _NAN_BW:
             if bad in text:
                 text = text.replace(bad, good)
@@ -230,20 +233,23 @@ def parse_json_lines(data: bytes | str, final: bool = True, context: bytes = b""
         out.unknown += got.unknown
         out.refused += got.refused
         out.writer_dropped += got.writer_dropped
-        out.context = last_marker(raw[pos:cut]) or out.context
+        out.markers += got.markers
+        if got.markers:  # only then is there a marker to carry (a scan of the slice otherwise wasted)
+            out.context = last_marker(raw[pos:cut]) or out.context
         pos = cut
     out.batch, out.consumed = one_batch(parts) if parts else empty(), end
     return out
 
 
-def last_marker(text: bytes) -> bytes | None:
-    """The last `dump_stats` marker line of `text`, as the context of the lines after it (its header and
-    metadata; its drop counts emptied, so carrying it counts them once); None when `text` holds none."""
-    at = len(text)
+def last_marker(text: bytes, end: int | None = None) -> bytes | None:
+    """The last `dump_stats` marker line of `text` (up to `end`), as the context of the lines after it (its header
+    and metadata; its drop counts emptied, so carrying it counts them once); None when `text` holds none."""
+    limit = len(text) if end is None else end
+    at = limit
     while (k := text.rfind(_MARKER_KEY, 0, at)) >= 0:
-        start, stop = text.rfind(b"\n", 0, k) + 1, text.find(b"\n", k)
+        start, stop = text.rfind(b"\n", 0, k) + 1, text.find(b"\n", k, limit)
         try:
-            doc = json.loads(text[start : len(text) if stop < 0 else stop])
+            doc = json.loads(text[start : limit if stop < 0 else stop])
         except (ValueError, RecursionError):
             doc = None
         if isinstance(doc, dict) and isinstance(doc.get("dump_stats"), dict) and isinstance(doc.get("header"), dict):
@@ -397,6 +403,8 @@ def _json_rows(table: pa.Table) -> Parsed:
     dropped = pc.add(pc.fill_null(stats["coll_dropped_since_last_dump"], 0),
                      pc.fill_null(stats["p2p_dropped_since_last_dump"], 0))  # fmt: skip
     writer_dropped = int(pc.sum(pc.if_else(markers, dropped, 0)).as_py() or 0)
+    # a writer's marker counts its records; a carried context or a separator between files (`{}`) does not
+    written = int(pc.sum(pc.and_(markers, stats["coll_records"].is_valid())).as_py() or 0)
 
     def perf(name: str) -> pa.Array:
         return pc.if_else(is_coll, coll[f"coll{name}"], p2p[f"p2p{name}"])
@@ -463,7 +471,7 @@ def _json_rows(table: pa.Table) -> Parsed:
     }
     batch = conform(STREAM, collectives_table(cols, good))
     return Parsed(batch, invalid, why, unknown=int(pc.sum(proxies).as_py() or 0), refused=refused,
-                  writer_dropped=writer_dropped)  # fmt: skip
+                  writer_dropped=writer_dropped, markers=written)  # fmt: skip
 
 
 def _algorithm(algo: pa.Array, proto: pa.Array) -> pa.Array:
