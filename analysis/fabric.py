@@ -317,13 +317,19 @@ class Fabric:
         return {p.job_id for p in places if _overlaps(p, start, end)}
 
     def jobs_crossing_leaf(self, leaf: str, start: dt.datetime, end: dt.datetime) -> set[str]:
-        """Jobs whose NICs sit under `leaf` and under some other leaf: their traffic uses the uplinks."""
-        under: dict[str, set[str]] = defaultdict(set)
+        """Jobs whose traffic can use the leaf's uplinks: a NIC of the job under `leaf` and a NIC of the same rail
+        under another leaf. NCCL keeps each rail's traffic on that rail's NICs (ring and tree channels run per
+        NIC; PXN moves data over NVLink to the GPU whose NIC is on the destination's rail), so on a rail-optimized
+        fabric a job whose hosts sit under one leaf per rail never crosses a spine, however many rails it spans.
+        A rail is a NIC name (`mlx5_0`, `eth2`) across hosts; placements naming no NIC are one rail, as are the
+        NICs of a ToR-style fabric (each host under one leaf): there this is every job with NICs under two leaves.
+        Jobs whose traffic crosses rails over the fabric (PXN off) are not seen by this rule."""
+        under: dict[tuple[str, str], set[str]] = defaultdict(set)  # (job, rail) -> leaves
         for p in self.placements:
             lf = self.leaf_of(p.host, p.netdev)
             if lf is not None and _overlaps(p, start, end):
-                under[p.job_id].add(lf)
-        return {job for job, leaves in under.items() if leaf in leaves and len(leaves) > 1}
+                under[(p.job_id, _rail(p))].add(lf)
+        return {job for (job, _), leaves in under.items() if leaf in leaves and len(leaves) > 1}
 
     def jobs_at(self, device: str, port: str, start: dt.datetime, end: dt.datetime) -> set[str]:
         """Jobs whose traffic can pass `device:port` (see the module docstring)."""
@@ -344,6 +350,11 @@ class Fabric:
         for ref in refs:
             out |= self.jobs_at(*split_ref(ref), start, end)
         return sorted(out)
+
+
+def _rail(p: Placement) -> str:
+    """The rail a placement's NIC is on, by the NIC's name (its RDMA device, else its netdev)."""
+    return p.rdma_dev or p.netdev
 
 
 def _overlaps(p: Placement, start: dt.datetime, end: dt.datetime) -> bool:

@@ -82,3 +82,38 @@ def test_a_device_lldp_names_without_counters_is_an_endpoint_unless_switches_sit
     assert fab.endpoints == {"storage-01"} and fab.spines == {"spine-x"}
     assert fab.port_kind("leaf-a", "Ethernet1/9") == "downlink" and fab.uplinks("leaf-a") == ["Ethernet2/1"]
     assert fab.nic_behind("leaf-a", "Ethernet1/9") == ("storage-01", "ens1f0")
+
+
+def test_a_job_under_one_leaf_per_rail_crosses_no_spine() -> None:
+    """Rail-optimized: NIC i of every host cabled to a leaf of rail i, two leaves per rail (hosts 1-2, 3-4).
+    Job `inside` runs on hosts 1-2 over both rails: each rail's traffic stays under one leaf, so it crosses no
+    uplink, though its NICs sit under four leaves. Job `across` spans hosts 2-3: rail 0's ring goes leaf-r0-a
+    -> spine -> leaf-r0-b. On a ToR-style fabric (each host under one leaf) any two leaves mean crossing."""
+    leaf = {(h, r): f"leaf-r{r}-{'a' if h <= 2 else 'b'}" for h in range(1, 5) for r in range(2)}
+    links = [(f"gpu-{h}", f"eth{r}", leaf[(h, r)], f"Ethernet{h}") for h in range(1, 5) for r in range(2)]
+    links += [(lf, "Ethernet9", "spine", f"Ethernet{i}") for i, lf in enumerate(sorted(set(leaf.values())))]
+    end = T0 + dt.timedelta(hours=1)
+    placed = [(job, f"gpu-{h}", f"eth{r}", f"mlx5_{r}", "", 0, T0, end)
+              for job, hosts in (("inside", (1, 2)), ("across", (2, 3))) for h in hosts for r in range(2)]  # fmt: skip
+    roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, **{lf: "switch" for lf in leaf.values()}, "spine": "switch"}
+    fab = Fabric.build(
+        pl.DataFrame(links, schema=LINKS_SCHEMA, orient="row"),
+        pl.DataFrame(placed, schema=ENDPOINTS_SCHEMA, orient="row"),
+        pl.DataFrame(list(roles.items()), schema=ROLES_SCHEMA, orient="row"),
+        pl.DataFrame(schema=PORTS_SCHEMA),
+    )
+    assert fab.jobs_crossing_leaf("leaf-r0-a", T0, end) == {"across"}
+    assert fab.jobs_crossing_leaf("leaf-r1-b", T0, end) == {"across"}
+    assert fab.jobs_at("spine", "Ethernet0", T0, end) == {"across"}  # the spine port facing leaf-r0-a
+    tor = [(job, f"gpu-{h}", "eth0", "", "", 0, T0, end) for job, hosts in (("inside", (1, 2)), ("across", (2, 3)))
+           for h in hosts]  # fmt: skip
+    tor_links = [(f"gpu-{h}", "eth0", "tor-a" if h <= 2 else "tor-b", f"Ethernet{h}") for h in range(1, 5)]
+    tor_links += [("tor-a", "Ethernet9", "spine", "Ethernet0"), ("tor-b", "Ethernet9", "spine", "Ethernet1")]
+    tor_roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, "tor-a": "switch", "tor-b": "switch", "spine": "switch"}
+    fab = Fabric.build(
+        pl.DataFrame(tor_links, schema=LINKS_SCHEMA, orient="row"),
+        pl.DataFrame(tor, schema=ENDPOINTS_SCHEMA, orient="row"),
+        pl.DataFrame(list(tor_roles.items()), schema=ROLES_SCHEMA, orient="row"),
+        pl.DataFrame(schema=PORTS_SCHEMA),
+    )
+    assert fab.jobs_crossing_leaf("tor-a", T0, end) == {"across"}
