@@ -56,7 +56,8 @@ def _attributes(items: list[dict[str, Any]] | None) -> dict[str, str]:
 
 def _points(metric: dict[str, Any]) -> list[dict[str, Any]]:
     data = metric.get("gauge") or metric.get("sum") or {}
-    return list(data.get("dataPoints") or ())
+    points = data.get("dataPoints") if isinstance(data, dict) else None
+    return list(points) if isinstance(points, list) else []
 
 
 def _number(point: dict[str, Any]) -> float:
@@ -85,11 +86,20 @@ class _Read:
             self.bad("not an OTLP metrics body (no resourceMetrics)")
             return
         for resource in doc["resourceMetrics"]:
-            extra = _attributes(((resource or {}).get("resource") or {}).get("attributes"))
+            try:
+                extra = _attributes((resource.get("resource") or {}).get("attributes"))
+                metrics = []
+                for scope in resource.get("scopeMetrics") or ():
+                    for metric in scope.get("metrics") or ():
+                        if not isinstance(metric, dict):
+                            raise TypeError(f"a metric that is no object: {str(metric)[:60]}")
+                        metrics.append(metric)
+            except (AttributeError, TypeError, ValueError, KeyError) as exc:
+                self.bad(f"a resource that is not OTLP ({type(exc).__name__}: {exc})")
+                continue
             job = {"slurm_job_id": extra["slurm.job.id"]} if "slurm.job.id" in extra else {}
-            for scope in resource.get("scopeMetrics") or ():
-                for metric in scope.get("metrics") or ():
-                    self.metric(metric, job)
+            for metric in metrics:
+                self.metric(metric, job)
 
     def metric(self, metric: dict[str, Any], job: dict[str, str]) -> None:
         name = str(metric.get("name", ""))
@@ -98,7 +108,7 @@ class _Read:
             try:
                 labels = {**job, **_attributes(point.get("attributes"))}
                 value, when = _number(point), int(point.get("timeUnixNano") or 0)
-            except (ValueError, KeyError, TypeError) as exc:
+            except (ValueError, KeyError, TypeError, AttributeError) as exc:
                 self.bad(f"{name}: a point that is not OTLP ({type(exc).__name__}: {exc})")
                 continue
             if name in _DROPPED:  # cumulative per GPU: the largest seen is the total so far

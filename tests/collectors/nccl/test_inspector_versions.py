@@ -175,3 +175,20 @@ def test_otlp_interval_means_are_rows_of_their_own_source() -> None:
     assert set(cols["sequence"]) == {-1} and 64 * 2**20 in cols["bytes"] and "NVLS_SIMPLE" in cols["algorithm"]
     refused = parse_inspector((FIX / "dev-otlp-v5.1-aggregated.json").read_bytes().replace(b'"v5.1"', b'"v6.0"'))
     assert refused.rows == 0 and refused.refused == 6 and "v6.0" in refused.problem
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        b'{"resourceMetrics": [null]}',
+        b'{"resourceMetrics": "x"}',
+        b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [1]}]}]}',
+        b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "nccl_bus_bandwidth_gbs", "gauge": 3}]}]}]}',
+        b'{"resourceMetrics": [{"scopeMetrics": [{"metrics": [{"name": "nccl_bus_bandwidth_gbs",'
+        b' "gauge": {"dataPoints": [{"attributes": 5, "asDouble": "x"}]}}]}]}]}',
+        b'{"resourceMetrics": []}\n{"resourceMetrics": [oops\n',
+    ],
+)
+def test_broken_otlp_bodies_are_counted_never_raised(body: bytes) -> None:
+    parsed = parse_inspector(body, "metrics.json")
+    assert parsed.rows == 0 and (parsed.malformed > 0 or "gauge" in body.decode())
