@@ -94,7 +94,10 @@ class OtlpReceiver:
                 kind = self.headers.get("Content-Type", "").split(";")[0].strip().lower()
                 if kind != "application/json":
                     return self._answer(415, {"error": "only OTLP/HTTP JSON (application/json) is read"})
-                size = int(self.headers.get("Content-Length") or 0)
+                try:
+                    size = int(self.headers.get("Content-Length") or 0)
+                except ValueError:
+                    return self._answer(400, {"error": "Content-Length is no number"})
                 if size > receiver.max_body_bytes:
                     return self._answer(413, {"error": f"body over {receiver.max_body_bytes} bytes"})
                 body = self.rfile.read(size)

@@ -13,10 +13,15 @@ from rocescope.analysis.frames import ENDPOINTS_SCHEMA, LINKS_SCHEMA, PORTS_SCHE
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
 
-def build(links: list[tuple[str, str, str, str]], roles: dict[str, str], ports: dict[str, list[str]]) -> Fabric:
+def build(
+    links: list[tuple[str, str, str, str]],
+    roles: dict[str, str],
+    ports: dict[str, list[str]],
+    placed: list[tuple[object, ...]] | None = None,
+) -> Fabric:
     return Fabric.build(
         pl.DataFrame(links, schema=LINKS_SCHEMA, orient="row"),
-        pl.DataFrame(schema=ENDPOINTS_SCHEMA),
+        pl.DataFrame(placed or [], schema=ENDPOINTS_SCHEMA, orient="row"),
         pl.DataFrame(list(roles.items()), schema=ROLES_SCHEMA, orient="row"),
         pl.DataFrame([(d, p) for d, ps in ports.items() for p in ps], schema=PORTS_SCHEMA, orient="row"),
     )
@@ -96,12 +101,7 @@ def test_a_job_under_one_leaf_per_rail_crosses_no_spine() -> None:
     placed = [(job, f"gpu-{h}", f"eth{r}", f"mlx5_{r}", "", 0, T0, end)
               for job, hosts in (("inside", (1, 2)), ("across", (2, 3))) for h in hosts for r in range(2)]  # fmt: skip
     roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, **{lf: "switch" for lf in leaf.values()}, "spine": "switch"}
-    fab = Fabric.build(
-        pl.DataFrame(links, schema=LINKS_SCHEMA, orient="row"),
-        pl.DataFrame(placed, schema=ENDPOINTS_SCHEMA, orient="row"),
-        pl.DataFrame(list(roles.items()), schema=ROLES_SCHEMA, orient="row"),
-        pl.DataFrame(schema=PORTS_SCHEMA),
-    )
+    fab = build(links, roles, {}, placed)
     assert fab.jobs_crossing_leaf("leaf-r0-a", T0, end) == {"across"}
     assert fab.jobs_crossing_leaf("leaf-r1-b", T0, end) == {"across"}
     assert fab.jobs_at("spine", "Ethernet0", T0, end) == {"across"}  # the spine port facing leaf-r0-a
@@ -110,10 +110,5 @@ def test_a_job_under_one_leaf_per_rail_crosses_no_spine() -> None:
     tor_links = [(f"gpu-{h}", "eth0", "tor-a" if h <= 2 else "tor-b", f"Ethernet{h}") for h in range(1, 5)]
     tor_links += [("tor-a", "Ethernet9", "spine", "Ethernet0"), ("tor-b", "Ethernet9", "spine", "Ethernet1")]
     tor_roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, "tor-a": "switch", "tor-b": "switch", "spine": "switch"}
-    fab = Fabric.build(
-        pl.DataFrame(tor_links, schema=LINKS_SCHEMA, orient="row"),
-        pl.DataFrame(tor, schema=ENDPOINTS_SCHEMA, orient="row"),
-        pl.DataFrame(list(tor_roles.items()), schema=ROLES_SCHEMA, orient="row"),
-        pl.DataFrame(schema=PORTS_SCHEMA),
-    )
+    fab = build(tor_links, tor_roles, {}, tor)
     assert fab.jobs_crossing_leaf("tor-a", T0, end) == {"across"}

@@ -75,6 +75,10 @@ def test_bodies_land_as_their_collectives_and_bad_ones_are_refused(
     assert status == 415 and "JSON" in str(answer["error"])
     assert post(rx.port, b'{"hello": 1}')[0] == 400
     assert post(rx.port, body, path="/v1/traces")[0] == 404
+    with socket.create_connection(("127.0.0.1", rx.port), timeout=10) as raw:  # a header no client should send
+        raw.sendall(b"POST /v1/metrics HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                    b"Content-Length: many\r\nConnection: close\r\n\r\n")  # fmt: skip
+        assert raw.recv(64).startswith(b"HTTP/1.0 400")
     half = json.loads(body)
     half["resourceMetrics"][0]["scopeMetrics"][0]["metrics"][0]["gauge"]["dataPoints"][0]["attributes"] = [
         {"key": "version", "value": {"stringValue": "v9.0"}}
