@@ -191,6 +191,7 @@ class Frames:
         #: stepped back, a stale value re-sent (each counted once, whichever detectors asked)
         self.dropped: dict[str, int] = {}
         self._shadowed: list[str] | None = None
+        self._moved: dict[str, bool] | None = None  # metric -> whether a series of it moved (`_scan`)
         self._resent: dict[str, tuple[float, float]] | None = None
 
     def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
@@ -201,33 +202,53 @@ class Frames:
             log.debug("%.3f s, %d rows: %s", time.perf_counter() - t, self._cache[key].height, key)
         return self._cache[key]
 
-    def shadowed_sources(self) -> list[str]:
-        """The (series, source) keys (`SOURCE_SERIES_KEY`) of counters that another source delivered more samples of in
-        the window (ties: the source named last wins): each series is rated from one source. One scan of the
-        window's counters, once; empty (and no cost to any rate query) where every series has one source."""
-        if self._shadowed is None:
-            sql = f"""
-SELECT toString(metric) AS metric, toString(device) AS device, toString(port) AS port, priority,
-    toString(source) AS source, samples
+    def _scan(self) -> None:
+        """One scan of the window's samples (from the look-back on), once: which metrics have samples and which of
+        them moved (`present`), and which counter series another source delivered more samples of
+        (`shadowed_sources`). A detector's request for metrics the window lacks then costs no query: on gear that
+        reports a few dozen of the catalog's metrics, most requests (each a window function over the store,
+        tens of milliseconds however few rows it returns) are for evidence that is not there."""
+        if self._moved is not None:
+            return
+        sql = f"""
+SELECT toString(metric) AS metric, max(moved) AS moved,
+    groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi
 FROM (
-    SELECT {SOURCE_SERIES}, count() AS samples, count() OVER (PARTITION BY {SERIES}) AS sources FROM counters
+    SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
+        count() OVER (PARTITION BY {SERIES}) AS sources
+    FROM counters
     WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
     GROUP BY {SOURCE_SERIES}
-) WHERE sources > 1"""  # noqa: S608 - placeholders only
-            frame = self._query(("shadowed",), sql, self._params(()))
-            best: dict[tuple[Any, ...], tuple[int, str]] = {}
-            rows = list(frame.iter_rows()) if frame.height else []
-            for metric, device, port, priority, source, samples in rows:
-                series = (metric, device, port, priority)
-                best[series] = max(best.get(series, (-1, "")), (int(samples), str(source)))
-            shadowed = [
-                f"{metric}|{device}|{port}|{priority}|{source}"
-                for metric, device, port, priority, source, _ in rows
-                if best[(metric, device, port, priority)][1] != source
-            ]
-            self._shadowed = shadowed
-            if shadowed:
-                log.info("%d counter series landed by more than one source: each rated from one", len(shadowed))
+) GROUP BY metric"""  # noqa: S608 - placeholders only
+        frame = self._query(("scan",), sql, self._params(()))
+        rows = frame.to_dicts() if frame.height else []
+        self._moved = {str(r["metric"]): bool(r["moved"]) for r in rows}
+        best: dict[tuple[Any, ...], tuple[int, str]] = {}
+        multi = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]
+        for metric, device, port, priority, source, samples in multi:
+            series = (metric, device, port, priority)
+            best[series] = max(best.get(series, (-1, "")), (int(samples), str(source)))
+        self._shadowed = [
+            f"{metric}|{device}|{port}|{priority}|{source}"
+            for metric, device, port, priority, source, _ in multi
+            if best[(metric, device, port, priority)][1] != source
+        ]
+        if self._shadowed:
+            log.info("%d counter series landed by more than one source: each rated from one", len(self._shadowed))
+
+    def present(self, metrics: Sequence[str], *, moved: bool = False) -> bool:
+        """Whether any of `metrics` has samples from the look-back to the window's end (with `moved`: a series
+        whose value changed there)."""
+        self._scan()
+        assert self._moved is not None
+        return any(self._moved.get(m, False) if moved else m in self._moved for m in metrics)
+
+    def shadowed_sources(self) -> list[str]:
+        """The (series, source) keys (`SOURCE_SERIES_KEY`) of counters that another source delivered more samples of
+        in the window (ties: the source named last wins): each series is rated from one source. Empty (and no
+        cost to any rate query) where every series has one source."""
+        self._scan()
+        assert self._shadowed is not None
         return self._shadowed
 
     def _one_source(self) -> str:
@@ -345,6 +366,8 @@ FROM (
         key = ("rates", tuple(metrics), min_rate, _t(roles), _t(priorities), _t(devices))
         floor = "" if min_rate is None else " WHERE rate >= {min_rate:Float64} OR delta IS NULL"
         changed = min_rate is not None and min_rate > 0
+        if not self.present(metrics, moved=changed):  # a rate above zero needs a series that moved
+            return pl.DataFrame(schema=RATES_SCHEMA)
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, delta / dt_s AS rate, delta, dt_s
@@ -367,6 +390,8 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         (PEAKS_SCHEMA): sustained for two polls, and a sample stamped early by a jittery clock is evened out by
         its neighbour (what a speed can be inferred from)."""
         key = ("peak_rates", tuple(metrics), _t(devices))
+        if not self.present(metrics):
+            return pl.DataFrame(schema=PEAKS_SCHEMA)
         sql = f"""
 SELECT toString(device) AS device, toString(port) AS port, max(pair_rate) AS rate FROM (
     SELECT device, port, (delta + lagInFrame(delta) OVER p) / (dt_s + lagInFrame(dt_s) OVER p) AS pair_rate,
@@ -389,6 +414,8 @@ GROUP BY device, port ORDER BY device, port"""  # noqa: S608 - placeholders only
     ) -> pl.DataFrame:
         """Gauge samples in the window (GAUGES_SCHEMA); with `min_value`, only rows at or above it."""
         key = ("gauges", tuple(metrics), min_value, _t(roles), _t(priorities), _t(devices))
+        if not self.present(metrics):
+            return pl.DataFrame(schema=GAUGES_SCHEMA)
         floor = "" if min_value is None else " AND value >= {min_value:Float64}"
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
@@ -421,6 +448,8 @@ SELECT last_ts AS ts, device, role, port, priority, metric, value FROM (
         """Gauge samples at or below `max_value` (GAUGES_SCHEMA): the rare dips (a link's `oper_up` at 0)
         without shipping every healthy sample."""
         key = ("gauges_below", tuple(metrics), max_value, _t(roles))
+        if not self.present(metrics):
+            return pl.DataFrame(schema=GAUGES_SCHEMA)
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, value
@@ -443,6 +472,8 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         """Counter increases summed per series over buckets of `bucket_s` seconds (TOTALS_SCHEMA), for
         detectors that judge shares and ratios over time rather than single samples."""
         key = ("totals", tuple(metrics), bucket_s, _t(roles), _t(priorities), _t(devices))
+        if not self.present(metrics):
+            return pl.DataFrame(schema=TOTALS_SCHEMA)
         # integer bucket numbers: toStartOfInterval on DateTime64(9) cost about twice as much per sample here
         sql = f"""
 SELECT fromUnixTimestamp64Milli(bucket_no * {{bucket_ms:UInt64}}, 'UTC') AS bucket,
@@ -573,6 +604,8 @@ ORDER BY device"""
 SELECT DISTINCT toString(device) AS device FROM counters_1m
 WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
     AND metric = {metric:String}"""
+        if not self.present([metric]):
+            return set()
         frame = self._query(("reporting", metric), sql, {**self._params(()), "metric": metric})
         return set(frame["device"].cast(pl.String).to_list()) if frame.height else set()
 
