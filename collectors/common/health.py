@@ -10,13 +10,19 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from rocescope.pipeline.metrics import SelfMetrics
 
-__all__ = ["CollectorMetrics", "Health", "Targets"]
+__all__ = ["NONNUMERIC", "NOT_IN_CATALOG", "CollectorMetrics", "Health", "Targets"]
+
+#: Why a value was left raw (kept as `raw:<name>`) or, where unknown names are not kept, skipped.
+NOT_IN_CATALOG = "name not in the catalog"
+#: Why a value was skipped: text or binary with no metric that reads it (a description, an unknown speed's 0).
+NONNUMERIC = "non-numeric"
 
 _POLL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -36,8 +42,14 @@ class CollectorMetrics(SelfMetrics):
         self.last_success = Gauge(
             f"{p}_last_success_timestamp_seconds", "When the target was last read fine.", t, registry=r
         )
-        self.values = Counter(f"{p}_values", "Values (rows) produced from the target.", t, registry=r)
-        self.unknown = Counter(f"{p}_unknown_values", "Values whose name the catalog does not know.", t, registry=r)
+        self.values = Counter(
+            f"{p}_values",
+            "Values read from the target, by what became of them: landed (rows handed to the transport under a "
+            "catalog name), raw (kept under their raw name, and why) or skipped (and why). Malformed records are "
+            "counted apart (`malformed`): a record that cannot be read has no countable values.",
+            [*t, "outcome", "reason"],
+            registry=r,
+        )
         self.malformed = Counter(f"{p}_malformed", "Records skipped as malformed (the others are kept).", t, registry=r)
         self.overruns = Counter(f"{p}_overruns", "Poll ticks skipped because a poll ran late.", t, registry=r)
         self.poll_seconds = Histogram(
@@ -47,6 +59,26 @@ class CollectorMetrics(SelfMetrics):
             buckets=_POLL_BUCKETS,
         )
         self.publish_errors = Counter(f"{p}_publish_errors", "Batches the producer refused.", registry=r)
+
+    def count_values(
+        self,
+        target: str,
+        values: int,
+        unknown: int = 0,
+        keep_unknown: bool = True,
+        skipped: Mapping[str, int] | None = None,
+    ) -> None:
+        """`values` rows produced, `unknown` names the catalog does not know (rows `raw:<name>` among them with
+        `keep_unknown`, else dropped), and the values `skipped` by reason: `values_total{outcome,reason}`."""
+        m = self.values
+        landed = values - (unknown if keep_unknown else 0)
+        if landed:
+            m.labels(target, "landed", "").inc(landed)
+        if unknown:
+            m.labels(target, "raw" if keep_unknown else "skipped", NOT_IN_CATALOG).inc(unknown)
+        for reason, n in (skipped or {}).items():
+            if n:
+                m.labels(target, "skipped", reason).inc(n)
 
 
 @dataclass
@@ -98,10 +130,11 @@ class Health:
 class Targets:
     """The health of each target of one collector, kept in step with its self-metrics and its log."""
 
-    def __init__(self, metrics: CollectorMetrics, log: logging.Logger, who: str = ""):
+    def __init__(self, metrics: CollectorMetrics, log: logging.Logger, who: str = "", keep_unknown: bool = True):
         self.metrics = metrics
         self.log = log
         self.who = who or metrics.kind
+        self.keep_unknown = keep_unknown  # values the catalog does not know are rows `raw:<name>` (else dropped)
         self.health: dict[str, Health] = {}
 
     def add(self, *targets: str) -> None:
@@ -116,9 +149,17 @@ class Targets:
         return h
 
     def succeeded(
-        self, target: str, seconds: float, values: int = 0, unknown: int = 0, malformed: int = 0, problem: str = ""
+        self,
+        target: str,
+        seconds: float,
+        values: int = 0,
+        unknown: int = 0,
+        malformed: int = 0,
+        problem: str = "",
+        skipped: Mapping[str, int] | None = None,
     ) -> Health:
-        """A read that worked (`problem`: it worked but skipped something; logged once while it stays the same)."""
+        """A read that worked (`problem`: it worked but skipped something; logged once while it stays the same);
+        `values` rows, `unknown` of them under raw names, `skipped` values by reason (`count_values`)."""
         h, m = self[target], self.metrics
         if h.last_error is not None or (h.problem and not problem):
             self.log.warning("%s %s: read fine again", self.who, target)
@@ -135,10 +176,7 @@ class Targets:
         m.up.labels(target).set(1)
         m.target_seconds.labels(target).set(seconds)
         m.last_success.labels(target).set(h.last_success_ts)
-        if values:
-            m.values.labels(target).inc(values)
-        if unknown:
-            m.unknown.labels(target).inc(unknown)
+        m.count_values(target, values, unknown, self.keep_unknown, skipped)
         if malformed:
             m.malformed.labels(target).inc(malformed)
             if not problem and not h.malformed_streak:  # one line when it starts, not one per poll

@@ -21,7 +21,7 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
+from rocescope.collectors.common.health import NONNUMERIC, CollectorMetrics, Health, Targets
 from rocescope.collectors.gnmi.decode import LOGGED_PROBLEMS, DecodeStats, GnmiDecoder
 from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
@@ -50,7 +50,6 @@ class GnmiMetrics(CollectorMetrics):
             "rocescope_gnmi_sync_seconds", "From a Subscribe to the target's first full sample.", t, registry=r
         )
         self.responses = Counter("rocescope_gnmi_responses", "SubscribeResponses received.", t, registry=r)
-        self.nonnumeric = Counter("rocescope_gnmi_nonnumeric_values", "Text or binary values skipped.", t, registry=r)
         self.batches = Counter("rocescope_gnmi_batches", "Batches handed to the producer.", registry=r)
 
 
@@ -223,14 +222,9 @@ class _Stream:
         d_values, d_unknown = s.values - seen.values, s.unknown - seen.unknown
         d_bad, d_text = s.malformed - seen.malformed, s.nonnumeric - seen.nonnumeric
         m.responses.labels(name).inc(s.responses - seen.responses)
-        if d_values:
-            m.values.labels(name).inc(d_values)
-        if d_unknown:
-            m.unknown.labels(name).inc(d_unknown)
+        m.count_values(name, d_values, d_unknown, self.owner.keep_unknown, {NONNUMERIC: d_text})
         if d_bad:
             m.malformed.labels(name).inc(d_bad)
-        if d_text:
-            m.nonnumeric.labels(name).inc(d_text)
         if s.notifications != seen.notifications or s.syncs != seen.syncs:
             self.owner._updated(name, d_values, d_unknown, d_bad, synced=s.syncs > 0)
         elif d_bad:
@@ -279,7 +273,7 @@ class GnmiCollector:
         self.stall_s = stall_s
         self.metrics = metrics or GnmiMetrics()
         self._lock = threading.Lock()  # streams report from their own threads
-        self._targets = Targets(self.metrics, log)
+        self._targets = Targets(self.metrics, log, keep_unknown=keep_unknown)
         for t in targets:
             self._targets.health[t.name] = Health(t.name, connected=False, synced=False)
         self._subscribed_at: dict[str, float] = {}  # monotonic time of each target's latest Subscribe

@@ -111,7 +111,7 @@ class NicCollector:
         self.keep_unknown = keep_unknown
         self.rediscover_s = rediscover_s
         self.metrics = metrics or NicMetrics()
-        self.targets = Targets(self.metrics, log, f"nic {hostname}")
+        self.targets = Targets(self.metrics, log, f"nic {hostname}", keep_unknown)
         self.inventory = NicInventory()
         self._discovered_at: float | None = None
 

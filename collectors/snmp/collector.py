@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
+from rocescope.collectors.common.health import NONNUMERIC, CollectorMetrics, Health, Targets
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.snmp.agent import (
     V3,
@@ -230,7 +230,7 @@ class SnmpCollector:
         self.slow_every = max(1, slow_every)
         self.agent_factory = agent_factory
         self.metrics = metrics or SnmpMetrics()
-        self.targets = Targets(self.metrics, log)
+        self.targets = Targets(self.metrics, log, keep_unknown=keep_unknown)
         self.targets.add(*names)
         self._columns = ColumnIndex(
             [OBJECTS[n] for n in (*self.objects, *self.optional_objects)], keep_unknown=keep_unknown
@@ -306,7 +306,8 @@ class SnmpCollector:
                 self._failed(st, f"{type(exc).__name__}: {exc}", wall0)
                 return None
             elapsed = time.perf_counter() - wall0
-            self.targets.succeeded(name, elapsed, len(rows), rows.unknown, rows.malformed)
+            skipped = {NONNUMERIC: rows.nonnumeric}
+            self.targets.succeeded(name, elapsed, len(rows), rows.unknown, rows.malformed, skipped=skipped)
             self.metrics.poll_seconds.observe(elapsed)
             self.metrics.consecutive_failures.labels(name).set(0)
             return batch

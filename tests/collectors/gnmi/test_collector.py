@@ -225,9 +225,13 @@ def test_malformed_data_on_the_stream_is_counted_not_fatal(engine: Engine, serve
     u = bad.update.add()
     u.path.CopyFrom(parse_path("COUNTERS/Ethernet0"))
     u.val.json_ietf_val = b'{"SAI_PORT_STAT_IF_IN_OCTETS": '
+    text = pb.Notification(timestamp=TS, prefix=pb.Path(target="COUNTERS_DB"))
+    t = text.update.add()  # SONiC's PFC watchdog action on a queue: a word no metric reads
+    t.path.CopyFrom(parse_path("COUNTERS/Ethernet0:3/PFC_WD_ACTION"))
+    t.val.string_val = "drop"
 
     def extra() -> list[Any]:
-        return [b"\x0a\xff\xff\xff\xff garbage", bad]
+        return [b"\x0a\xff\xff\xff\xff garbage", bad, text]
 
     with GnmiFacade(engine_source(engine, SWITCH), extra=extra) as f:
         collector = GnmiCollector([GnmiTarget(SWITCH, f.address, vendor="sonic")])
@@ -237,6 +241,10 @@ def test_malformed_data_on_the_stream_is_counted_not_fatal(engine: Engine, serve
     assert health.malformed >= 2
     assert collector.metrics.value("rocescope_gnmi_malformed_total", target=SWITCH) >= 2
     assert rows(df) == served_as(served, "sonic")
+    # every value by what became of it: the word skipped and counted as such, the numbers landed
+    m = collector.metrics
+    assert m.value("rocescope_gnmi_values_total", target=SWITCH, outcome="skipped", reason="non-numeric") >= 1
+    assert m.value("rocescope_gnmi_values_total", target=SWITCH, outcome="landed") == df.height
 
 
 # --- the command ---------------------------------------------------------------------------------------

@@ -144,9 +144,14 @@ def test_malformed_output_keeps_good_values_and_counts_bad_lines(caplog: pytest.
 
 def test_unknown_names_kept_raw_or_dropped() -> None:
     keep = frame(NicCollector(FixtureHost.from_nics(nics()), "h").poll(TS))
-    drop = frame(NicCollector(FixtureHost.from_nics(nics()), "h", keep_unknown=False).poll(TS))
+    dropping = NicCollector(FixtureHost.from_nics(nics()), "h", keep_unknown=False)
+    drop = frame(dropping.poll(TS))
     raw = keep.filter(pl.col("metric").str.starts_with(UNKNOWN_PREFIX))
     assert raw.height == keep.height - drop.height > 0
+    # dropped names are still counted, as skipped and why
+    skipped = dropping.metrics.value("rocescope_nic_values_total", outcome="skipped", reason="name not in the catalog")
+    assert skipped == raw.height and dropping.metrics.value("rocescope_nic_values_total", outcome="raw") == 0
+    assert dropping.metrics.value("rocescope_nic_values_total", outcome="landed") == drop.height
     assert (raw["metric"] == UNKNOWN_PREFIX + raw["raw_name"]).all()
     assert set(raw["priority"]) == {-1}
     ice_vsi = raw.filter((pl.col("port") == "ens2f0") & (pl.col("raw_name") == "rx_bytes"))
@@ -160,7 +165,11 @@ def test_self_metrics_count_values_and_time() -> None:
     assert m.value("rocescope_nic_values_total") == batch.num_rows
     assert m.value("rocescope_nic_values_total", target="mlx5_3/1") == 47
     assert m.value("rocescope_nic_queue_values_skipped_total") == 608 + 288 + 512 + 48
-    assert m.value("rocescope_nic_unknown_values_total") > 0
+    # each value by what became of it: rows under a catalog name, rows kept under their raw name (and why)
+    raw = frame(batch).filter(pl.col("metric").str.starts_with(UNKNOWN_PREFIX)).height
+    assert raw > 0
+    assert m.value("rocescope_nic_values_total", outcome="raw", reason="name not in the catalog") == raw
+    assert m.value("rocescope_nic_values_total", outcome="landed") == batch.num_rows - raw
     assert m.value("rocescope_nic_poll_seconds_count") == 1
     assert m.value("rocescope_nic_poll_cpu_seconds_total") > 0
     assert m.value("rocescope_nic_target_seconds", target="eth3") > 0
