@@ -5,7 +5,9 @@ Sources (the seam, each polled on its own, a failure never stopping the others):
 * the Kubernetes API (`kube.KubeApi`: in-cluster service account, or a kubeconfig with a token or client
   certificate);
 * `kubectl get pods -A -o json` output (`PodListFile`), the fixture side of the same parser;
-* a static YAML file of jobs -> hosts (-> NICs) (`StaticJobs`), for clusters without Kubernetes.
+* a static YAML file of jobs -> hosts (-> NICs) (`StaticJobs`), for clusters without Kubernetes;
+* Slurm: `squeue --json` run on each poll (or over ssh to a login node), or its output in a file
+  (`SlurmJobs`, `slurm.py`).
 
 Each source's pods become placement rows through the host NIC inventory (`placement.py`); a poll ships
 only what changed since the last one.
@@ -21,6 +23,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Protocol
 
+from rocescope.collectors.common.command import Command
 from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
 from rocescope.collectors.common.polling import poll_target, run_polls
 from rocescope.collectors.jobs.placement import (
@@ -32,12 +35,13 @@ from rocescope.collectors.jobs.placement import (
     parse_time,
     placement_rows,
 )
+from rocescope.collectors.jobs.slurm import parse_slurm_jobs
 from rocescope.config import read_yaml
 from rocescope.errors import ConfigError
 from rocescope.pipeline.batch import Batch
 from rocescope.pipeline.transport import Producer
 
-__all__ = ["JobSource", "JobsCollector", "PodListFile", "StaticJobs"]
+__all__ = ["JobSource", "JobsCollector", "PodListFile", "SlurmJobs", "StaticJobs"]
 
 log = logging.getLogger(__name__)
 
@@ -59,8 +63,23 @@ class PodListFile:
     name: str = "kubectl"
 
     def rows(self, inventory: Inventory, now: dt.datetime) -> tuple[list[Row], int]:
-        raw = self.data.read_bytes() if isinstance(self.data, Path) else self.data
-        return parse_pods(raw, inventory, now)
+        return parse_pods(_read(self.data), inventory, now)
+
+
+@dataclass
+class SlurmJobs:
+    """Jobs Slurm runs: `squeue --json` (or `sacct --json`) printed by a command on each poll, or in a file."""
+
+    data: Command | Path | bytes
+    name: str = "slurm"
+
+    def rows(self, inventory: Inventory, _now: dt.datetime) -> tuple[list[Row], int]:
+        raw = self.data.output() if isinstance(self.data, Command) else _read(self.data)
+        return parse_slurm_jobs(raw, inventory)
+
+
+def _read(data: Path | bytes) -> bytes:
+    return data.read_bytes() if isinstance(data, Path) else data
 
 
 @dataclass

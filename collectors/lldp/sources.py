@@ -10,12 +10,12 @@
 from __future__ import annotations
 
 import logging
-import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from rocescope.collectors.common.command import Command
 from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
 from rocescope.collectors.gnmi.targets import GnmiTarget
@@ -52,21 +52,10 @@ class LldpcliSource(Protocol):
 
 
 @dataclass
-class LldpcliCommand:
+class LldpcliCommand(Command):
     """Runs lldpcli (or any command printing its JSON, e.g. over ssh) on each poll."""
 
     argv: Sequence[str] = ("lldpcli", "-f", "json", "show", "neighbors")
-    timeout_s: float = 10.0
-
-    def output(self) -> bytes:
-        try:
-            done = subprocess.run(list(self.argv), capture_output=True, timeout=self.timeout_s, check=False)
-        except (OSError, subprocess.TimeoutExpired) as exc:
-            raise DecodeError(f"{' '.join(self.argv)}: {exc}") from exc
-        if done.returncode != 0:
-            err = done.stderr.decode(errors="replace").strip().splitlines()
-            raise DecodeError(f"{' '.join(self.argv)} exited {done.returncode}: {err[-1] if err else ''}")
-        return bytes(done.stdout)
 
 
 @dataclass

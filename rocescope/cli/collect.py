@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
+import shlex
 import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
@@ -270,6 +271,10 @@ def collect_jobs(
         Path | None, typer.Option(help="YAML `jobs: [{name, namespace, hosts, nics}]` instead of Kubernetes.")
     ] = None,
     pods: Annotated[Path | None, typer.Option(help="`kubectl get pods -A -o json` output instead.")] = None,
+    slurm: Annotated[
+        str | None,
+        typer.Option(help="Slurm: a command printing `squeue --json` (`squeue --json`, or over ssh), or such a file."),
+    ] = None,
     inventory: Annotated[
         Path | None, typer.Option(help="Host inventory YAML: `hosts: {host: [{netdev, rdma_dev, ip, gid}]}`.")
     ] = None,
@@ -280,10 +285,11 @@ def collect_jobs(
     once: OnceOpt = False,
     limit: LimitOpt = 200,
 ) -> None:
-    """Training jobs into `endpoints`: Kubeflow pods (rank, node) and the node NICs their ranks use.
+    """Training jobs into `endpoints`: Kubeflow pods (rank, node) or Slurm jobs, and the node NICs their ranks use.
 
     Sources given on the command line replace those of collectors.jobs."""
-    from rocescope.collectors.jobs.collector import JobsCollector, JobSource, PodListFile, StaticJobs
+    from rocescope.collectors.common.command import Command
+    from rocescope.collectors.jobs.collector import JobsCollector, JobSource, PodListFile, SlurmJobs, StaticJobs
     from rocescope.collectors.jobs.kube import KubeApi
     from rocescope.collectors.jobs.placement import Inventory
     from rocescope.pipeline.runner import publishing
@@ -291,8 +297,9 @@ def collect_jobs(
     try:
         settings = load_settings()
         cfg = collectors_config(settings).jobs
-        if any(x is not None for x in (kubeconfig, in_cluster, static, pods)):
-            cfg = cfg.model_copy(update={"kubeconfig": None, "in_cluster": False, "static": None, "pods": None})
+        if any(x is not None for x in (kubeconfig, in_cluster, static, pods, slurm)):
+            cleared = {"kubeconfig": None, "in_cluster": False, "static": None, "pods": None, "slurm": None}
+            cfg = cfg.model_copy(update=cleared)
         kubeconfig, static, pods = pick(kubeconfig, cfg.kubeconfig), pick(static, cfg.static), pick(pods, cfg.pods)
         inventory = pick(inventory, cfg.inventory)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
@@ -305,8 +312,14 @@ def collect_jobs(
             sources.append(StaticJobs(static))
         if pods is not None:
             sources.append(PodListFile(pods))
+        if slurm is not None:  # a file of its output, else the command
+            sources.append(SlurmJobs(Path(slurm) if Path(slurm).is_file() else Command(shlex.split(slurm), 30.0)))
+        elif cfg.slurm:
+            sources.append(SlurmJobs(Command(cfg.slurm, 30.0)))
         if not sources:
-            raise ConfigError("give --kubeconfig, --in-cluster, --static or --pods (or set them in collectors.jobs)")
+            raise ConfigError(
+                "give --kubeconfig, --in-cluster, --static, --pods or --slurm (or set them in collectors.jobs)"
+            )
         if inventory is None:
             err_console.print("[yellow]no --inventory: rows name hosts but no NICs (rank -1)[/yellow]")
         if once:

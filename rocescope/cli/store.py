@@ -183,6 +183,7 @@ class ImportKind(StrEnum):
     sonic_monitor = "sonic-monitor"
     nccl_inspector = "nccl-inspector"
     snmp = "snmp"
+    slurm = "slurm"
 
 
 def import_cmd(
@@ -194,15 +195,15 @@ def import_cmd(
         str,
         typer.Option(
             help="table (default), gnmic, pcap, lldpcli, kubectl, sonic (a redis dump), sonic-monitor (a "
-            "`redis-cli MONITOR` trace of COUNTERS_DB), snmp (`snmpwalk` output or an .snmprec) or nccl-inspector: "
-            "what the files are."
+            "`redis-cli MONITOR` trace of COUNTERS_DB), snmp (`snmpwalk` output or an .snmprec), slurm "
+            "(`squeue --json` or `sacct --json`) or nccl-inspector: what the files are."
         ),
     ] = "table",
     device: Annotated[str | None, typer.Option(help="Device name for the rows (default: from the data/file).")] = None,
     role: Annotated[
         str | None, typer.Option(help="counters: switch, nic or host, for a file without a `role` column.")
     ] = None,
-    inventory: Annotated[Path | None, typer.Option(help="kubectl: host inventory YAML (NICs per host).")] = None,
+    inventory: Annotated[Path | None, typer.Option(help="kubectl, slurm: host inventory YAML (NICs per host).")] = None,
     kafka_topic: Annotated[str | None, typer.Option(help="gnmic: read gnmic's Kafka output topic.")] = None,
     bootstrap: Annotated[str | None, typer.Option(help="gnmic: Kafka host:port[,...] (default: kafka config).")] = None,
     kafka_idle: Annotated[float, typer.Option(help="gnmic: stop after the topic is idle this long (s).")] = 5.0,
@@ -220,8 +221,8 @@ def import_cmd(
     ] = False,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
-    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, SONiC
-    redis dumps, NCCL Inspector's JSON or Prometheus files)."""
+    recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, Slurm's
+    squeue/sacct JSON, SONiC redis dumps, NCCL Inspector's JSON or Prometheus files)."""
     import pyarrow as pa
 
     from rocescope.collectors.counters_file import canonical_counters
@@ -426,6 +427,11 @@ def _import_kind(
                     elif kind is ImportKind.kubectl:
                         placed, bad = parse_pods(data, inv, when)
                         ship([endpoints_batch(placed, "kubectl")] if placed else [], str(path), bad)
+                    elif kind is ImportKind.slurm:
+                        from rocescope.collectors.jobs.slurm import parse_slurm_jobs
+
+                        placed, bad = parse_slurm_jobs(data, inv)
+                        ship([endpoints_batch(placed, "slurm")] if placed else [], str(path), bad)
                     elif kind is ImportKind.sonic:
                         doc = load_json(data, str(path))
                         rows, links, bad = importers.sonic_dump(doc, name, when)
