@@ -44,9 +44,16 @@ log = logging.getLogger(__name__)
 #: slowest cadence gear is commonly read at (60 s: SONiC's watermark counterpoll, SNMP polls), and a margin for a
 #: device's read phase; at 30 s, every window read at 60 s lost its first rate.
 LOOKBACK_S = 125.0
+#: The look-back grows to two reads (and a phase margin) of the slowest counter series the window holds, up to this:
+#: two reads of SNMP's most common slow poll, every 5 minutes (LibreNMS' and Observium's default; Cacti's), and
+#: 30 s of phase. A series read once in the whole range is read at least half as often as the range is long, so it
+#: gets the longest look-back at once.
+MAX_LOOKBACK_S = 2 * 300.0 + 30.0
+_PHASE_MARGIN_S = 5.0
 
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
+_COUNTERS = frozenset(COUNTER_METRICS)
 
 TS = pl.Datetime("ns", "UTC")
 
@@ -183,7 +190,7 @@ class Frames:
     def __init__(self, store: Store, window: Window, lookback_s: float = LOOKBACK_S) -> None:
         self.store = store
         self.window = window
-        #: rates at the window's first samples need the sample before it
+        #: rates at the window's first samples need the sample before it (`_scan` lengthens it for slow series)
         self.lookback = dt.timedelta(seconds=lookback_s)
         self._cache: dict[tuple[Any, ...], pl.DataFrame] = {}
         self.queries = 0
@@ -212,16 +219,26 @@ class Frames:
             return
         sql = f"""
 SELECT toString(metric) AS metric, max(moved) AS moved,
-    groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi
+    groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi,
+    max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once
 FROM (
     SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
-        count() OVER (PARTITION BY {SERIES}) AS sources
+        dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, count() OVER (PARTITION BY {SERIES}) AS sources
     FROM counters
     WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
     GROUP BY {SOURCE_SERIES}
 ) GROUP BY metric"""  # noqa: S608 - placeholders only
-        frame = self._query(("scan",), sql, self._params(()))
+        frame = self._query(("scan", self.lookback), sql, self._params(()))
         rows = frame.to_dicts() if frame.height else []
+        counters = [r for r in rows if r["metric"] in _COUNTERS]
+        slowest = max((float(r["slowest_s"]) for r in counters), default=0.0)
+        want = MAX_LOOKBACK_S if any(r["read_once"] for r in counters) else 2 * slowest + _PHASE_MARGIN_S
+        longer = dt.timedelta(seconds=min(want, MAX_LOOKBACK_S))
+        if longer > self.lookback:  # the first rate of a series read every few minutes needs its read before
+            log.info("counters read every %.0f s: the look-back before the window is %s", slowest, longer)
+            self.lookback = longer
+            self._scan()
+            return
         self._moved = {str(r["metric"]): bool(r["moved"]) for r in rows}
         best: dict[tuple[Any, ...], tuple[int, str]] = {}
         multi = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]

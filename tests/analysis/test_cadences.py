@@ -7,6 +7,9 @@ from __future__ import annotations
 
 import datetime as dt
 
+import pytest
+
+from rocescope.analysis.frames import Frames, Window
 from rocescope.pipeline.store import Store
 
 from gear import HOSTS, LINE, PORTS, UPLINKS, found
@@ -53,3 +56,19 @@ def test_flaps_of_a_switch_streamed_every_second_beside_hosts_read_every_15_s(st
     (flap,) = found(store, t, "link_flap")
     assert flap.ports == (f"leaf1:{UPLINKS[0]}",) and flap.evidence.get("flaps") == 3
     assert abs((flap.start - now).total_seconds() - 60) <= 2 and abs((flap.end - now).total_seconds() - 83) <= 2
+
+
+def test_a_switch_polled_every_5_minutes_has_its_first_rate_in_every_window(store: Store, now: dt.datetime) -> None:
+    """SNMP-only gear polled every 300 s (LibreNMS' default) beside hosts read every second: a 10-minute window holds
+    two of its reads, and both get a rate, the first from the read before the window (a look-back of 125 s, two
+    reads of a 60 s poll, found none)."""
+    t = Telemetry(now, 1500)
+    t.counter("leaf1", "switch", UPLINKS[0], "tx_bytes", steps(base=0.5 * LINE), Clock(300.0, 10.0))
+    t.counter(HOSTS[0], "nic", "eth0", "tx_bytes", steps(base=0.5 * LINE), Clock(1.0, 0.0))
+    t.land(store)
+
+    window = Window(now + dt.timedelta(seconds=600), now + dt.timedelta(seconds=1200))
+    rates = Frames(store, window).rates(["tx_bytes"], devices=["leaf1"])
+    assert [round((ts - now).total_seconds()) for ts in rates["ts"]] == [610, 910]
+    assert rates["rate"].to_list() == [pytest.approx(0.5 * LINE)] * 2
+    assert rates["dt_s"].to_list() == [300.0, 300.0]
