@@ -96,6 +96,14 @@ class ImpactParams:
     min_silence_s: float = 30.0
 
 
+#: Findings that can stop a rank's collective outright, so a silence while one lasts is its loss: a queue held
+#: paused (a storm, a deadlock) sends nothing, and a link down carries nothing until NCCL's retries give up.
+#: Congestion of any other kind (incast, microbursts, imbalance, lost CNPs) slows delivery but never stops it
+#: (DCQCN's rate has a floor; go-back-N resends what a lossy queue dropped): a job silent through one of those is
+#: hung for its own reasons (a data loader, a dead rank, a host) and its silence is no fabric's doing.
+STOPPING_KINDS = frozenset({"pfc_deadlock", "pfc_storm", "link_flap"})
+
+
 def usable(coll: pl.DataFrame) -> pl.DataFrame:
     """The attributed collectives impact can count (a job, a time, not interval means), with `weight`: the
     operations each row stands for (see the module docstring)."""
@@ -226,7 +234,10 @@ def _bus_gigabytes() -> pl.Expr:
 def _silences(rows: pl.DataFrame, targets: pl.DataFrame, p: ImpactParams) -> pl.DataFrame:
     """Per target, the GPU time of ranks stalled in a collective the data never reports (a PFC deadlock holds
     it until the run or the job ends): a rank silent for `min_silence_s` beyond its usual gap between
-    reports, while the finding lasts and the job is placed (`placed_until`), lost that silence."""
+    reports, while the finding lasts and the job is placed (`placed_until`), lost that silence, where the finding
+    can stop a collective (`stops`: `STOPPING_KINDS`; targets without the column are taken to)."""
+    if "stops" in targets.columns:
+        targets = targets.filter(pl.col("stops")).drop("stops")
     series = (
         rows.select(*SERIES, "job_id", "ts", "began")
         .sort(*SERIES, "ts")
@@ -325,7 +336,9 @@ def with_impact(
     for pl_ in fabric.placements:
         placed[pl_.job_id] = max(placed.get(pl_.job_id, pl_.valid_to), pl_.valid_to)
     targets = [
-        (i, job, f.start, f.end, placed.get(job, f.end)) for i, f in enumerate(findings) for job in sorted(jobs[i])
+        (i, job, f.start, f.end, placed.get(job, f.end), f.kind in STOPPING_KINDS)
+        for i, f in enumerate(findings)
+        for job in sorted(jobs[i])
     ]
     if not targets:
         return [f.with_(evidence={**f.evidence, "impact": {}}) for f in findings]
@@ -336,6 +349,7 @@ def with_impact(
         "start": ts,
         "end": ts,
         "placed_until": ts,
+        "stops": pl.Boolean(),
     }
     frame = pl.DataFrame(targets, schema=schema, orient="row")
     margin = dt.timedelta(seconds=p.exclude_margin_s)

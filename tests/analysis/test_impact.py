@@ -265,3 +265,23 @@ def test_ranks_stalled_in_a_collective_never_reported_lose_their_silence(store: 
     impact = measured.evidence["impact"][job.job_id]
     assert impact["hurt"] and impact["ranks"] == len(HOSTS) and impact["collectives"] == 0
     assert _within(impact["gpu_seconds_lost"], len(HOSTS) * 170.0, 0.02)
+
+
+def test_a_job_silent_through_congestion_that_cannot_stop_it_is_not_charged_its_silence(
+    store: Store, now: dt.datetime
+) -> None:
+    """The same silence beside an incast: congestion slows a collective but never stops it (DCQCN's rate has a
+    floor, go-back-N resends), so a job that stops reporting for minutes hung for its own reasons (a data loader,
+    a dead rank), and the incast is charged none of it."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5f")
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
+    frames = Frames(store, t.window)
+    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    incast = Finding("incast", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
+    (measured,) = with_impact([incast], frames.collectives(600, 60), Fabric.from_frames(frames))
+    impact = measured.evidence["impact"].get(job.job_id, {})
+    assert not impact.get("hurt") and (impact.get("gpu_seconds_lost") or 0.0) == 0.0
