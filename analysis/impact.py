@@ -321,12 +321,18 @@ def _rounded(row: dict[str, Any]) -> dict[str, Any]:
 
 
 def with_impact(
-    findings: Sequence[Finding], coll: pl.DataFrame, fabric: Fabric, p: ImpactParams | None = None
+    findings: Sequence[Finding],
+    coll: pl.DataFrame,
+    fabric: Fabric,
+    p: ImpactParams | None = None,
+    dropped: pl.DataFrame | None = None,
 ) -> list[Finding]:
     """The findings with `impact` in their evidence: an entry per candidate job with collectives to judge
     (`coll`: attributed collectives, `rocescope.analysis.collectives.ATTRIBUTED_SCHEMA`, read `lookback_s`
     before the window); {} when none of its jobs has. Without any collectives recorded, nothing is measured:
-    the findings are returned unchanged."""
+    the findings are returned unchanged. `dropped`: Inspector's own drops (`ts`, `device`: NCCL's hostname,
+    `value`: records; `nccl_records_dropped` gauges): an entry whose job's hosts dropped records while the
+    finding lasted says how many, and that its loss is a lower bound (`_incomplete`)."""
     p = p or ImpactParams()
     rows = usable(coll)
     if rows.is_empty() or not findings:
@@ -362,7 +368,32 @@ def with_impact(
         per_finding.setdefault(int(row["fid"]), {})[row["job_id"]] = entry
         rows_of[(int(row["fid"]), row["job_id"])] = row
     _amplified(findings, per_finding, rows_of, fabric, p)
+    if dropped is not None and dropped.height:
+        _incomplete(findings, per_finding, rows, dropped, p)
     return [f.with_(evidence={**f.evidence, "impact": per_finding.get(i, {})}) for i, f in enumerate(findings)]
+
+
+def _incomplete(
+    findings: Sequence[Finding],
+    per_finding: dict[int, dict[str, dict[str, Any]]],
+    rows: pl.DataFrame,
+    dropped: pl.DataFrame,
+    p: ImpactParams,
+) -> None:
+    """Entries whose job's processes dropped records (Inspector's ring buffers overflowed) from the finding's start
+    to `after_s` past its end get `records_dropped` and `lower_bound`: the records that would have shown the
+    slow collectives are missing, so the GPU-seconds measured from the rest undercount the loss."""
+    hosts = rows.group_by("job_id").agg(pl.col("host").unique())
+    hosts_of = {str(j): set(h) for j, h in hosts.iter_rows()}
+    after = dt.timedelta(seconds=p.after_s)
+    for i, jobs in per_finding.items():
+        f = findings[i]
+        during = dropped.filter(pl.col("ts").is_between(f.start, f.end + after))
+        for job, entry in jobs.items():
+            n = during.filter(pl.col("device").is_in(sorted(hosts_of.get(job, ()))))["value"].sum()
+            if n:
+                entry["records_dropped"] = int(n)
+                entry["lower_bound"] = True
 
 
 def _amplified(

@@ -71,6 +71,12 @@ def _lost(row: Mapping[str, Any], job: str) -> float | None:
     return float(lost) if isinstance(lost, int | float) else None
 
 
+def _at_least(row: Mapping[str, Any], job: str) -> str:
+    """`>= ` where Inspector dropped records while the finding lasted (`impact._incomplete`): a lower bound."""
+    entry = job_impact(row, job)
+    return ">= " if entry and entry.get("lower_bound") else ""
+
+
 def not_measured(row: Mapping[str, Any], job: str) -> str:
     """Why a finding's cost to a job is not shown (`rocescope coverage` lists the jobs it cannot judge)."""
     raw = row.get("evidence") or {}
@@ -110,7 +116,7 @@ def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:
                 r["kind"],
                 f"{r['start']:%H:%M:%S}",
                 f"{seconds:.0f} s",
-                not_measured(r, job) if lost is None else f"{lost:.1f} GPU-s",
+                not_measured(r, job) if lost is None else f"{_at_least(r, job)}{lost:.1f} GPU-s",
                 r["summary"],
             )
         tables.append(t)

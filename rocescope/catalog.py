@@ -428,6 +428,11 @@ METRICS: tuple[Metric, ...] = (
     _m("roce_rx_qp_packets", "packets", "counter",
        "RoCEv2 packets the kernel received (XDP) by dest QP, ECN and BTH opcode; "
        "port = `<netdev>/qp<n>/ecn<e>/op<o>`."),
+    # --- NCCL Inspector about itself
+    _m("nccl_records_dropped", "records", "gauge",
+       "Collective records Inspector's ring buffers dropped in the dump interval ending at the sample (its "
+       "`dump_stats` `coll_dropped_since_last_dump` + `p2p_dropped_since_last_dump`, v4.3+): the job's records "
+       "are incomplete, so GPU-seconds measured from them are a lower bound; port = `nccl:<pid>`."),
     # --- link state and PHY
     _m("port_speed_bps", "bps", "gauge",
        "Port speed; ifHighSpeed and SONiC's speed are in Mb/s (scaled by 1e6), OpenConfig identities "

@@ -24,6 +24,7 @@ from rocescope.collectors.nccl.parse import (
     NO_MARKER,
     Parsed,
     collectives_batches,
+    drops_batches,
     is_prometheus,
     last_marker,
     parse_inspector,
@@ -186,7 +187,7 @@ class NcclCollector:
         for parsed in ([together] if together else []) + [self._parse(c) for c in alone]:
             rows, unknown = rows + parsed.rows, unknown + parsed.unknown
             self._count(parsed)
-            out += collectives_batches(parsed.batch, self.max_rows)
+            out += collectives_batches(parsed.batch, self.max_rows) + drops_batches(parsed.drops)
         self.rows += rows
         problem = f"{len(self._unreadable)} file(s) unreadable" if self._unreadable else ""
         took = time.monotonic() - t0

@@ -28,7 +28,8 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
@@ -36,14 +37,17 @@ import pyarrow.compute as pc
 import pyarrow.json as pj
 
 from rocescope import schema
+from rocescope.collectors.common.rows import CounterRows
 from rocescope.pipeline.batch import Batch, conform
 
 __all__ = [
+    "DROPPED_METRIC",
     "NO_MARKER",
     "STREAM",
     "Parsed",
     "collectives_batches",
     "collectives_table",
+    "drops_batches",
     "empty",
     "is_prometheus",
     "last_marker",
@@ -53,6 +57,8 @@ __all__ = [
 ]
 
 STREAM = "collectives"
+#: the metric of Inspector's own drops (`drops_batches`)
+DROPPED_METRIC = "nccl_records_dropped"
 _SCHEMA = schema.arrow_schema(STREAM)
 _BLOCK = 1 << 20
 _SLICE = 4 << 20
@@ -132,6 +138,8 @@ class Parsed:
     markers: int = 0  # `dump_stats` markers the writer wrote (v4.1+), carried context and separators not counted
     #: the last `dump_stats` marker read (its header and metadata, as one JSON line), for the file's next read
     context: bytes = b""
+    #: (dump time ns, hostname, pid, records dropped since the previous dump) of each marker that reports drops
+    drops: list[tuple[int, str, int, int]] = field(default_factory=list)
 
     @property
     def rows(self) -> int:
@@ -233,6 +241,7 @@ def parse_json_lines(data: bytes | str, final: bool = True, context: bytes = b""
         out.unknown += got.unknown
         out.refused += got.refused
         out.writer_dropped += got.writer_dropped
+        out.drops += got.drops
         out.markers += got.markers
         if got.markers:  # only then is there a marker to carry (a scan of the slice otherwise wasted)
             out.context = last_marker(raw[pos:cut]) or out.context
@@ -403,6 +412,14 @@ def _json_rows(table: pa.Table) -> Parsed:
     dropped = pc.add(pc.fill_null(stats["coll_dropped_since_last_dump"], 0),
                      pc.fill_null(stats["p2p_dropped_since_last_dump"], 0))  # fmt: skip
     writer_dropped = int(pc.sum(pc.if_else(markers, dropped, 0)).as_py() or 0)
+    drops: list[tuple[int, str, int, int]] = []
+    if writer_dropped:
+        at = pc.and_(markers, pc.greater(dropped, 0))
+        said = (meta["dump_timestamp_us"], meta["hostname"], meta["pid"], dropped)
+        drops = [
+            (int(us or 0) * 1000, str(host or ""), int(pid or 0), int(n))
+            for us, host, pid, n in zip(*(pc.filter(c, at).to_pylist() for c in said), strict=True)
+        ]
     # a writer's marker counts its records; a carried context or a separator between files (`{}`) does not
     written = int(pc.sum(pc.and_(markers, stats["coll_records"].is_valid())).as_py() or 0)
 
@@ -471,7 +488,7 @@ def _json_rows(table: pa.Table) -> Parsed:
     }
     batch = conform(STREAM, collectives_table(cols, good))
     return Parsed(batch, invalid, why, unknown=int(pc.sum(proxies).as_py() or 0), refused=refused,
-                  writer_dropped=writer_dropped, markers=written)  # fmt: skip
+                  writer_dropped=writer_dropped, markers=written, drops=drops)  # fmt: skip
 
 
 def _algorithm(algo: pa.Array, proto: pa.Array) -> pa.Array:
@@ -479,6 +496,16 @@ def _algorithm(algo: pa.Array, proto: pa.Array) -> pa.Array:
     known = pc.and_(pc.fill_null(pc.not_equal(algo, "unknown"), False), algo.is_valid())
     joined = pc.binary_join_element_wise(algo, pc.fill_null(proto, "unknown"), "_")
     return pc.if_else(known, joined, "")
+
+
+def drops_batches(drops: Sequence[tuple[int, str, int, int]]) -> list[Batch]:
+    """`counters` Batches (role `host`, one per host) of `nccl_records_dropped`: what Inspector said it dropped,
+    where the analysis reads it beside the job's collectives."""
+    rows = CounterRows()
+    for ts, host, pid, n in drops:
+        if host:
+            rows.add(ts, f"nccl:{pid}", DROPPED_METRIC, float(n), "dump_stats/dropped_since_last_dump", -1, host)
+    return rows.to_batches("host", "nccl")
 
 
 def collectives_batches(batch: pa.RecordBatch, max_rows: int = 10_000) -> list[Batch]:

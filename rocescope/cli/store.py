@@ -452,7 +452,11 @@ def _import_kind(
                         why = {"non-numeric": trace.rows.nonnumeric, **trace.skipped}
                         ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
                     elif kind is ImportKind.nccl_inspector:
-                        from rocescope.collectors.nccl.parse import collectives_batches, parse_inspector
+                        from rocescope.collectors.nccl.parse import (
+                            collectives_batches,
+                            drops_batches,
+                            parse_inspector,
+                        )
 
                         # Prometheus rows of NCCL 2.30+ carry no time: the dump's, else the file's mtime
                         dumped = int(when.timestamp() * 1e9) if at else path.stat().st_mtime_ns
@@ -463,7 +467,8 @@ def _import_kind(
                             "dropped by Inspector before writing": parsed.writer_dropped,
                         }
                         note = f" ({parsed.problem})" if parsed.refused else ""
-                        ship(collectives_batches(parsed.batch), str(path), parsed.malformed, note, why)
+                        batches = collectives_batches(parsed.batch) + drops_batches(parsed.drops)
+                        ship(batches, str(path), parsed.malformed, note, why)
                     elif kind is ImportKind.snmp:
                         from rocescope.collectors.snmp.walkfile import device_name, parse_walk, walk_rows
 

@@ -114,6 +114,12 @@ def test_findings_say_why_a_jobs_loss_is_not_measured_instead_of_a_dash(now: dt.
         seen.append(console.export_text())
     assert "not measured: no NCCL collectives in the window" in seen[0]
     assert "not measured: no collectives of the job around it" in seen[1]
+    # a loss measured from records Inspector partly dropped is shown as what it is: a lower bound
+    partial = {"impact": {"team-a/train": {"gpu_seconds_lost": 12.5, "records_dropped": 40, "lower_bound": True}}}
+    console = Console(record=True, width=200)
+    for table in findings_tables([{**row, "evidence": json.dumps(partial)}]):
+        console.print(table)
+    assert ">= 12.5 GPU-s" in console.export_text()
 
 
 def test_a_storm_trace_without_speeds_is_judged_and_says_the_missing_speed(tmp_path: Path) -> None:

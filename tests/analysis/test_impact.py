@@ -285,3 +285,31 @@ def test_a_job_silent_through_congestion_that_cannot_stop_it_is_not_charged_its_
     (measured,) = with_impact([incast], frames.collectives(600, 60), Fabric.from_frames(frames))
     impact = measured.evidence["impact"].get(job.job_id, {})
     assert not impact.get("hurt") and (impact.get("gpu_seconds_lost") or 0.0) == 0.0
+
+
+def test_records_inspector_dropped_during_a_finding_make_its_loss_a_lower_bound(store: Store, now: dt.datetime) -> None:
+    """Inspector's ring buffer overflowed on one of the job's hosts while the deadlock lasted (its `dump_stats` say
+    40 records): the records that would show the stall are missing, so the entry says so. Drops on a host of no
+    job of the finding, or long before it, say nothing about it."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5f")
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
+    frames = Frames(store, t.window)
+    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    deadlock = Finding("pfc_deadlock", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
+    dropped = pl.DataFrame(
+        {
+            "ts": [start + dt.timedelta(seconds=10), start + dt.timedelta(seconds=20), now],
+            "device": [HOSTS[0], "gpu-elsewhere", HOSTS[1]],
+            "value": [40.0, 900.0, 900.0],
+        },
+        schema={"ts": pl.Datetime("ns", "UTC"), "device": pl.String, "value": pl.Float64},
+    )
+    (measured,) = with_impact([deadlock], frames.collectives(600, 60), Fabric.from_frames(frames), dropped=dropped)
+    impact = measured.evidence["impact"][job.job_id]
+    assert impact["hurt"] and impact["records_dropped"] == 40 and impact["lower_bound"] is True
+    (plain,) = with_impact([deadlock], frames.collectives(600, 60), Fabric.from_frames(frames))
+    assert "records_dropped" not in plain.evidence["impact"][job.job_id]

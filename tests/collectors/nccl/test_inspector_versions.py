@@ -15,7 +15,7 @@ import pytest
 from inspector_samples import FIX
 
 from rocescope.collectors.nccl.collector import NcclCollector
-from rocescope.collectors.nccl.parse import Parsed, parse_inspector, parse_json_lines
+from rocescope.collectors.nccl.parse import Parsed, drops_batches, parse_inspector, parse_json_lines
 from rocescope.collectors.nccl.tail import InspectorDir
 
 VERSIONS = ["v4.1", "v4.2", "v4.3-usertag", "v4.3", "v4.4", "v4.4-proxy-nested"]
@@ -103,6 +103,14 @@ def test_records_the_writer_dropped_are_counted_once() -> None:
     second = parse_json_lines("".join(lines[2:4]), context=first.context)
     assert first.writer_dropped == 7 and second.writer_dropped == 0
     assert first.rows == 1 and second.rows == 2 and second.malformed == 0
+    # ... and land as the host's `nccl_records_dropped` at the dump's time, for the impact to read beside the job
+    meta = doc["metadata"]
+    assert first.drops == [(meta["dump_timestamp_us"] * 1000, meta["hostname"], meta["pid"], 7)]
+    (batch,) = drops_batches(first.drops)
+    row = batch.data.to_pylist()[0]
+    assert (row["device"], row["role"], row["port"], row["metric"], row["value"]) == (
+        meta["hostname"], "host", f"nccl:{meta['pid']}", "nccl_records_dropped", 7.0
+    )  # fmt: skip
 
 
 def test_the_collector_carries_each_files_marker_across_polls_and_restarts(tmp_path: Path) -> None:
