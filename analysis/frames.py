@@ -513,7 +513,7 @@ SELECT toString(device) AS device, toString(port) AS port,
 FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source != 'alias'
 GROUP BY device, port ORDER BY device, port"""
         links = _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
-        return self._named(links, ("device", "peer_device")).sort("device", "port")
+        return self.named(links, ("device", "peer_device")).sort("device", "port")
 
     def port_aliases(self) -> pl.DataFrame:
         """Switch port aliases (ALIASES_SCHEMA: device, alias, port) as `links` rows of source `alias` carry them:
@@ -541,7 +541,7 @@ FROM endpoints
 WHERE valid_from < {end:DateTime64(9, 'UTC')} AND valid_to > {start:DateTime64(9, 'UTC')}
 ORDER BY job_id, host, netdev"""
         placed = _plain(self._query(("endpoints",), sql, self._params(())), ENDPOINTS_SCHEMA, "endpoints")
-        placed = self._named(placed, ("host",))
+        placed = self.named(placed, ("host",))
         if incomplete(placed):
             placed = on_host_nics(placed, host_nics(self.ports("nic")), ENDPOINTS_SCHEMA)
         self._cache[("endpoints+nics",)] = placed
@@ -561,7 +561,7 @@ ORDER BY job_id, host, netdev"""
             span = Window(
                 self.window.start - dt.timedelta(seconds=lookback_s), self.window.end + dt.timedelta(seconds=after_s)
             )
-            attributed = self._named(job_collectives(self.store, span), ("host",))  # NCCL's hostname
+            attributed = self.named(job_collectives(self.store, span), ("host",))  # NCCL's hostname
             self._cache[key] = by_communicator(attributed, self.endpoints())
         return self._cache[key]
 
@@ -575,9 +575,9 @@ FROM qp_owners
 WHERE seen_at < {end:DateTime64(9, 'UTC')} AND seen_at >= {lo:DateTime64(9, 'UTC')} - INTERVAL 1 DAY
 ORDER BY host, rdma_dev, dest_ip"""
         peers = _plain(self._query(("qp_peers",), sql, self._params(())), QP_PEERS_SCHEMA, "qp_peers")
-        return self._named(peers, ("host",))
+        return self.named(peers, ("host",))
 
-    def _named(self, frame: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
+    def named(self, frame: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
         """`frame` with the names other sources give devices (FQDN, case) replaced by their counters' (`names`)."""
         names = {v for c in columns for v in frame[c].unique().to_list() if v}
         return renamed(frame, columns, same_devices(self.roles()["device"].to_list(), names))

@@ -171,7 +171,8 @@ def _assessed(result: AnalysisResult, frames: Frames, fabric: Fabric) -> list[Fi
     here is logged and counted, and the findings are kept as the detectors gave them."""
     try:
         coll = frames.collectives(ImpactParams().lookback_s, ImpactParams().after_s)
-        dropped = frames.gauges(["nccl_records_dropped"])  # Inspector's own word that its records are incomplete
+        # Inspector's own word that its records are incomplete, by the names the collectives' hosts go by
+        dropped = frames.named(frames.gauges(["nccl_records_dropped"]), ("device",))
         return with_blame(with_impact(result.findings, coll, fabric, dropped=dropped), fabric)
     except (RocescopeError, pl.exceptions.PolarsError) as exc:
         log.error("impact and blame failed on %s: %s", result.window, exc)
