@@ -249,17 +249,21 @@ def test_collectives_of_no_job_are_not_counted(store: Store, now: dt.datetime) -
     assert usable(coll).is_empty()
 
 
-def test_ranks_stalled_in_a_collective_never_reported_lose_their_silence(store: Store, now: dt.datetime) -> None:
-    """A PFC deadlock holds the ring's collective from 120 s to the end of the data: Inspector never reports it.
-    Every rank, silent far beyond its usual gap while the deadlock lasts, lost that time."""
+def _stalled_ring(store: Store, now: dt.datetime) -> tuple[RingJob, Frames, dt.datetime, dt.datetime]:
+    """A ring job on one leaf whose collectives stop being reported at 120 s of 300; a finding's span after it."""
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5f")
     job.place(t)
     one_leaf(t, HOSTS)
     t.land(store)
     land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
-    frames = Frames(store, t.window)
-    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    return job, Frames(store, t.window), now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+
+
+def test_ranks_stalled_in_a_collective_never_reported_lose_their_silence(store: Store, now: dt.datetime) -> None:
+    """A PFC deadlock holds the ring's collective from 120 s to the end of the data: Inspector never reports it.
+    Every rank, silent far beyond its usual gap while the deadlock lasts, lost that time."""
+    job, frames, start, end = _stalled_ring(store, now)
     deadlock = Finding("pfc_deadlock", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
     (measured,) = with_impact([deadlock], frames.collectives(600, 60), Fabric.from_frames(frames))
     impact = measured.evidence["impact"][job.job_id]
@@ -273,14 +277,7 @@ def test_a_job_silent_through_congestion_that_cannot_stop_it_is_not_charged_its_
     """The same silence beside an incast: congestion slows a collective but never stops it (DCQCN's rate has a
     floor, go-back-N resends), so a job that stops reporting for minutes hung for its own reasons (a data loader,
     a dead rank), and the incast is charged none of it."""
-    t = Telemetry(now, 300)
-    job = RingJob("team-a/train", HOSTS, "0x5f")
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
-    land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
-    frames = Frames(store, t.window)
-    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    job, frames, start, end = _stalled_ring(store, now)
     incast = Finding("incast", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
     (measured,) = with_impact([incast], frames.collectives(600, 60), Fabric.from_frames(frames))
     impact = measured.evidence["impact"].get(job.job_id, {})
@@ -291,14 +288,7 @@ def test_records_inspector_dropped_during_a_finding_make_its_loss_a_lower_bound(
     """Inspector's ring buffer overflowed on one of the job's hosts while the deadlock lasted (its `dump_stats` say
     40 records): the records that would show the stall are missing, so the entry says so. Drops on a host of no
     job of the finding, or long before it, say nothing about it."""
-    t = Telemetry(now, 300)
-    job = RingJob("team-a/train", HOSTS, "0x5f")
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
-    land_collectives(store, [r for r in job.records(now, 300) if r.sequence < 120 / job.every_s])
-    frames = Frames(store, t.window)
-    start, end = now + dt.timedelta(seconds=120), now + dt.timedelta(seconds=290)
+    job, frames, start, end = _stalled_ring(store, now)
     deadlock = Finding("pfc_deadlock", "critical", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), 3, 1.0, "x")
     dropped = pl.DataFrame(
         {
