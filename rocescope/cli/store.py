@@ -330,6 +330,7 @@ def _import_kind(
     said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason. A file
     the import ledger holds (the same bytes, kind and options) is skipped unless `again`."""
     from rocescope.collectors import importers
+    from rocescope.collectors.common.health import NONNUMERIC
     from rocescope.collectors.common.json_text import load_json
     from rocescope.collectors.common.rows import CounterRows
     from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
@@ -392,7 +393,7 @@ def _import_kind(
                         except DecodeError:
                             bad_msgs += 1
                     batches = importers.gnmic_batches(rows)
-                    note, why = importers.gnmic_note(rows), {"non-numeric": rows.nonnumeric}
+                    note, why = importers.gnmic_note(rows), {NONNUMERIC: rows.nonnumeric}
                     ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
                 for path in files:
                     d = digests[path]
@@ -413,7 +414,7 @@ def _import_kind(
                                 sent = publish(importers.gnmic_file_batches(blocks, device or "", rows))
                         except OSError as exc:
                             raise DecodeError(f"{path}: {exc}") from exc
-                        why = {"non-numeric": rows.nonnumeric}
+                        why = {NONNUMERIC: rows.nonnumeric}
                         ship([], str(path), rows.malformed, importers.gnmic_note(rows), why, sent)
                         landed[digests[path]] = (path, total - before)
                         continue
@@ -441,7 +442,7 @@ def _import_kind(
                         # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
                         aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
                         batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
-                        why = {"non-numeric": rows.nonnumeric}
+                        why = {NONNUMERIC: rows.nonnumeric}
                         ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
                     elif kind is ImportKind.sonic_monitor:
                         from rocescope.collectors.sonic_monitor import monitor_rows
@@ -449,7 +450,7 @@ def _import_kind(
                         trace = monitor_rows(data.decode("utf-8", "replace"), name)
                         skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
                         note = f", skipped: {skipped}" if skipped else ""
-                        why = {"non-numeric": trace.rows.nonnumeric, **trace.skipped}
+                        why = {NONNUMERIC: trace.rows.nonnumeric, **trace.skipped}
                         ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
                     elif kind is ImportKind.nccl_inspector:
                         from rocescope.collectors.nccl.parse import (
@@ -477,7 +478,7 @@ def _import_kind(
                             raise DecodeError(f"{path}: no SNMP walk line could be read (first: {walk.examples[0][1]})")
                         walked = walk_rows(walk, int(when.timestamp() * 1e9))
                         host = device or device_name(walk) or name
-                        why = {"non-numeric": walked.nonnumeric, "objects not read": walk.unknown_names,
+                        why = {NONNUMERIC: walked.nonnumeric, "objects not read": walk.unknown_names,
                                "no value": walk.no_value}  # fmt: skip
                         ship([walked.to_batch(host, "switch", "import")] if len(walked) else [], str(path),
                              walked.malformed, f" (device {host})", why)  # fmt: skip
