@@ -70,18 +70,24 @@ def _copy(shared: Path, root: Path, db: str) -> RunSummary:
 
 @pytest.fixture(scope="session")
 def land(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Landed]:
-    """land(scenario name or Scenario, seed=None, duration_s=None) -> Landed, cached per arguments."""
+    """land(scenario name or Scenario, seed=None, duration_s=None, impacts=False) -> Landed, cached per arguments.
+
+    With `impacts`, the ground truth carries each incident's toll measured against counterfactual reruns of the
+    fabric (one rerun per incident that overlaps other activity: as long as the run itself), which only the
+    tests of impact and blame read; without, incidents are measured against the jobs' clean times."""
     root = tmp_path_factory.mktemp("landed")
     base = tmp_path_factory.getbasetemp()
     shared = (base.parent if worker_id != "master" else base) / "landed-shared"
     shared.mkdir(exist_ok=True)
     cache: dict[tuple[Any, ...], Landed] = {}
 
-    def _land(scenario: str | Scenario, seed: int | None = None, duration_s: float | None = None) -> Landed:
+    def _land(
+        scenario: str | Scenario, seed: int | None = None, duration_s: float | None = None, impacts: bool = False
+    ) -> Landed:
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         if seed is not None:
             sc = sc.model_copy(update={"seed": seed})
-        key = (sc.model_dump_json(), duration_s)
+        key = (sc.model_dump_json(), duration_s, impacts)
         if key not in cache:
             db = f"t{len(cache)}_{sc.name}".replace("-", "_")
             run = shared / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
@@ -90,7 +96,7 @@ def land(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[.
                     summary = _copy(run, root, db)
                 else:
                     settings = Settings(store=StoreConfig(path=root, database=db, ttl_days=0))
-                    summary = run_scenario(settings, sc, duration_s)
+                    summary = run_scenario(settings, sc, duration_s, counterfactuals=impacts)
                     _share(run, root, db, summary)
             cache[key] = Landed(root, db, summary)
         return cache[key]

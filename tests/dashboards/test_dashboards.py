@@ -249,7 +249,9 @@ def demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[ChdbStore, 
     at = {"incast": (15, 45), "pfc_storm": (55, 85), "microburst": (95, 115), "link_flap": (120, 145)}
     incidents = [i.model_copy(update=dict(zip(("start", "end"), at[i.kind], strict=True))) for i in sc.incidents]
     sc = sc.model_copy(update={"incidents": incidents, "duration": 150.0})
-    summary = run_scenario(Settings(store=StoreConfig(path=root, database="dash", ttl_days=0)), sc)
+    summary = run_scenario(
+        Settings(store=StoreConfig(path=root, database="dash", ttl_days=0)), sc, counterfactuals=False
+    )
     with ChdbStore(root, "dash") as store:
         analyze(store, Window(summary.start, summary.end))
         yield store, summary
