@@ -11,7 +11,7 @@ Culprits by kind, from the finding's evidence and the placement (`endpoints`), s
 * ecmp_imbalance: the jobs whose traffic crosses the hot uplink (the finding's jobs; counters carry no flow
   identity, so alike): the elephants behind it;
 * polarization, pfc_deadlock, link_flap, degraded_optics, pfc_misconfig, CNP loss in the fabric,
-  unexplained_slowdown: no job's traffic; the fabric (the switches' hashing, a route loop, a cable, a
+  unexplained_slowdown, nccl_hang: no job's traffic; the fabric (the switches' hashing, a route loop, a cable, a
   setting) or a job's own straggler is the cause, shown as `(no job)`.
 
 Victims are the jobs `impact` (rocescope.analysis.impact) counts as hurt; a culprit may be its own victim.
@@ -92,6 +92,8 @@ def culprits(f: Finding, fabric: Fabric) -> dict[str, float]:
 def _without_culprit(f: Finding) -> str:
     if f.kind == "unexplained_slowdown":
         return "a straggler in the job" if f.evidence.get("stragglers") else "unknown: every rank slowed alike"
+    if f.kind == "nccl_hang":
+        return "a rank of the job that stopped (a crashed or wedged process, a GPU or host fault)"
     if f.kind == "pfc_storm" and f.evidence.get("root_unknown"):
         return "root unknown: a neighbour nobody monitors or names"
     if f.kind in CAUSES:

@@ -197,16 +197,20 @@ def _bursts(where: str, reads: dict[str, float], nic_reads: dict[str, float], ca
 
 
 def _jobs(frames: Frames) -> list[Item]:
-    """Jobs whose slowdown can be measured (their collectives joined to them), and collectives joined to none."""
+    """Jobs whose slowdown can be measured (their collectives in the window joined to them), whose hangs can be
+    told (collectives joined to them before it: a hung job's window holds none), and collectives joined to none."""
     impact = ImpactParams()  # the frame impact reads anyway (cached): no second read of the collectives
-    coll = frames.collectives(impact.lookback_s, impact.after_s)
-    coll = coll.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
+    before = frames.collectives(impact.lookback_s, impact.after_s)
+    coll = before.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
     items = []
     placed = sorted(set(frames.endpoints()["job_id"].to_list()))
     joined = set(coll.filter(pl.col("job_id") != "")["job_id"].to_list())
+    heard = set(before.filter(pl.col("job_id") != "", pl.col("ts") < frames.window.end)["job_id"].to_list())
     for job in placed:
         ok = job in joined
         items.append(Item("unexplained_slowdown", job, ok, "" if ok else "no NCCL collectives joined to it"))
+        ok = job in heard
+        items.append(Item("nccl_hang", job, ok, "" if ok else "no NCCL collectives joined to it in the look-back"))
     lost = coll.filter(pl.col("job_id") == "")
     for (host,), rows in lost.group_by(["host"]):
         n = rows.height

@@ -101,7 +101,8 @@ class ImpactParams:
 #: Congestion of any other kind (incast, microbursts, imbalance, lost CNPs) slows delivery but never stops it
 #: (DCQCN's rate has a floor; go-back-N resends what a lossy queue dropped): a job silent through one of those is
 #: hung for its own reasons (a data loader, a dead rank, a host) and its silence is no fabric's doing.
-STOPPING_KINDS = frozenset({"pfc_deadlock", "pfc_storm", "link_flap"})
+#: A hang (`nccl_hang`, reported only where none of those explains the silence) stops its own job's collectives.
+STOPPING_KINDS = frozenset({"pfc_deadlock", "pfc_storm", "link_flap", "nccl_hang"})
 
 
 def usable(coll: pl.DataFrame) -> pl.DataFrame:

@@ -18,7 +18,7 @@ import polars as pl
 
 from rocescope.analysis.fabric import netdev_of, port_order
 
-__all__ = ["HOST_NICS_SCHEMA", "host_nics", "incomplete", "on_host_nics"]
+__all__ = ["HOST_NICS_SCHEMA", "host_nics", "incomplete", "on_host_nics", "rank_nic"]
 
 HOST_NICS_SCHEMA: dict[str, pl.DataType] = {"host": pl.String(), "netdev": pl.String(), "rdma_dev": pl.String()}
 _WHOLE = (pl.col("netdev") == "") & (pl.col("rdma_dev") == "")
@@ -71,3 +71,20 @@ def on_host_nics(placed: pl.DataFrame, nics: pl.DataFrame, schema: Mapping[str, 
         .select(cols)
     )
     return pl.concat([placed.filter(~_WHOLE), spread]).sort("job_id", "host", "netdev")
+
+
+def rank_nic(placed: pl.DataFrame, job: str, host: str, rank: int, ranks: int, gpu: int) -> str | None:
+    """The NIC a rank of `job` on `host` uses, from the job's placements (`Frames.endpoints`): the host's only one,
+    the one placed with the same rank (a communicator spanning the whole job: its ranks are the job's), or the
+    NIC of the GPU's index (rail-optimized hosts give GPU i the i-th NIC). None when nothing tells."""
+    ep = placed.filter(pl.col("job_id") == job)
+    mine = ep.filter(pl.col("host") == host).unique(["netdev"]).sort("netdev")
+    if mine.height == 1:
+        return str(mine["netdev"][0])
+    if ranks > 0 and ranks == ep.select(pl.struct("host", "netdev").n_unique()).item():
+        hit = mine.filter(pl.col("rank") == rank)
+        if hit.height == 1:
+            return str(hit["netdev"][0])
+    if 0 <= gpu < mine.height:
+        return str(mine.sort("rdma_dev")["netdev"][gpu])
+    return None

@@ -27,6 +27,7 @@ from rocescope.analysis.detectors import (
     incast,
     link_health,
     microburst,
+    nccl_hang,
     pfc_deadlock,
     pfc_storm,
     polarization,
@@ -54,6 +55,7 @@ DETECTORS: tuple[Detector[Any], ...] = (
     microburst.DETECTOR,
     cnp_loss.DETECTOR,
     link_health.DETECTOR,
+    nccl_hang.DETECTOR,  # after the fabric's: a deadlock, storm or link down on its path owns a job's silence
     unexplained_slowdown.DETECTOR,  # last: it reports the slowdowns the others' findings do not explain
 )
 

@@ -8,5 +8,6 @@
 `microburst.py`: receiver-facing queues filling in bursts shorter than the poll interval
 `cnp_loss.py`: CNPs that receivers send but a sender never acts on
 `link_health.py`: flapping links, degraded optics, lossless drops where PFC is off
+`nccl_hang.py`: a job's communicator silent far beyond its step while the job runs, and the ranks that stopped first
 `unexplained_slowdown.py`: a job's collectives slow with no fabric finding to explain it, and its stragglers
 """

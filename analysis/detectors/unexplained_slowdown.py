@@ -27,8 +27,7 @@ by its spread: `rocescope.analysis.impact.candidate_jobs`) are findings. A rank 
 reaches `straggler_share`: with traces, its extra lateness over the latest rank's, when that explains at
 least `min_lateness_share` of the job's median extra time (less than all of it where a record sums several
 collectives, each delayed); else how much less than the job's median extra time it waited, over that. Its
-NIC comes from the job's placement on its host (`endpoints`): the only one, the one of the same global rank
-(a communicator spanning the whole job), or the NIC of its GPU's index.
+NIC comes from the job's placement on its host (`rocescope.analysis.placements.rank_nic`).
 """
 
 from __future__ import annotations
@@ -42,6 +41,7 @@ from rocescope.analysis.detectors.base import Context, Detector, Params, thresho
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.impact import KEY, ImpactParams, began, candidate_jobs, usable
+from rocescope.analysis.placements import rank_nic
 
 KIND = "unexplained_slowdown"
 RANK = ["host", "pid", "communicator", "rank"]
@@ -237,21 +237,6 @@ def _scores(
     return own.with_columns(score=(job_excess - pl.col("own_excess_us")) / job_excess), "exec_time", job_excess
 
 
-def _nic(ctx: Context, job: str, host: str, rank: int, ranks: int, gpu: int) -> str | None:
-    """The NIC a rank of `job` on `host` uses, from the placement (see the module docstring)."""
-    ep = ctx.frames.endpoints().filter(pl.col("job_id") == job)
-    mine = ep.filter(pl.col("host") == host).unique(["netdev"]).sort("netdev")
-    if mine.height == 1:
-        return str(mine["netdev"][0])
-    if ranks > 0 and ranks == ep.select(pl.struct("host", "netdev").n_unique()).item():
-        hit = mine.filter(pl.col("rank") == rank)
-        if hit.height == 1:
-            return str(hit["netdev"][0])
-    if 0 <= gpu < mine.height:
-        return str(mine.sort("rdma_dev")["netdev"][gpu])
-    return None
-
-
 def _stragglers(
     ctx: Context, p: SlowdownParams, job: str, scored: pl.DataFrame, rows: pl.DataFrame
 ) -> list[dict[str, Any]]:
@@ -262,7 +247,9 @@ def _stragglers(
     info = rows.group_by(RANK).agg(pl.col("ranks").max(), pl.col("gpu").max())
     out = []
     for row in named.join(info, on=RANK, how="left").iter_rows(named=True):
-        nic = _nic(ctx, job, row["host"], int(row["rank"]), int(row["ranks"] or 0), int(row["gpu"] or -1))
+        nic = rank_nic(
+            ctx.frames.endpoints(), job, row["host"], int(row["rank"]), int(row["ranks"] or 0), int(row["gpu"] or -1)
+        )
         entry: dict[str, Any] = {
             "host": row["host"],
             "nic": nic,
