@@ -163,7 +163,12 @@ def _behind(
     )
     if last.is_empty():
         return []
-    lowest, highest = (int(v) for v in last.select(pl.col("last_sequence").min(), pl.col("last_sequence").max()).row(0))
+    lowest, highest = (
+        int(v)
+        for v in last.select(pl.col("last_sequence").min().alias("lo"), pl.col("last_sequence").max().alias("hi")).row(
+            0
+        )
+    )
     if lowest == highest or lowest < 0:
         return []
     named = (
