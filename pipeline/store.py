@@ -123,10 +123,16 @@ class _Closing:
         self.close()
 
 
+#: `store.max_threads` from the environment, for embedded stores opened without the configuration
+MAX_THREADS_ENV = "ROCESCOPE_STORE__MAX_THREADS"
+
+
 class ChdbStore(_Closing):
     """Embedded ClickHouse in this process. One process owns a directory at a time (file lock)."""
 
-    def __init__(self, path: Path | str, database: str = "rocescope"):
+    def __init__(self, path: Path | str, database: str = "rocescope", max_threads: int | None = None):
+        """`max_threads` as `store.max_threads`; None: its environment variable's (`ROCESCOPE_STORE__MAX_THREADS`),
+        so every embedded store of a process follows it, however it was opened."""
         from chdb import session as chdb_session
 
         self.path = Path(path).resolve()
@@ -146,6 +152,13 @@ class ChdbStore(_Closing):
         self._lock_file.flush()
         self._mutex = threading.Lock()
         self._session: Any = chdb_session.Session(str(self.path))  # type: ignore[no-untyped-call]
+        if max_threads is None:
+            try:
+                max_threads = int(os.environ.get(MAX_THREADS_ENV, "0") or 0)
+            except ValueError:
+                raise StoreError(f"{MAX_THREADS_ENV} must be a whole number of threads") from None
+        if max_threads > 0:
+            self.command(f"SET max_threads = {int(max_threads)}")
         self.command(f"CREATE DATABASE IF NOT EXISTS `{database}`")
         self.command(f"USE `{database}`")
 
@@ -276,7 +289,7 @@ class ClickHouseStore(_Closing):
 def open_store(cfg: StoreConfig) -> ChdbStore | ClickHouseStore:
     """The store the configuration names."""
     if cfg.backend == "chdb":
-        return ChdbStore(cfg.path, cfg.database)
+        return ChdbStore(cfg.path, cfg.database, cfg.max_threads or None)
     return ClickHouseStore(cfg)
 
 

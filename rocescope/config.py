@@ -50,6 +50,14 @@ class StoreConfig(_Section):
         "expired before its raw rows would change an old capture's findings with this setting.",
     )
 
+    max_threads: int = Field(
+        0,
+        ge=0,
+        description="Threads per query of the embedded engine (chdb); 0: the engine's default, one per core. Where "
+        "the store shares the cores with other busy processes (collectors on the same host, one test worker per "
+        "core), 1 keeps the engines from fighting over them.",
+    )
+
     @model_validator(mode="after")
     def _rollups_outlive_raw_rows(self) -> StoreConfig:
         if self.ttl_days == 0 or self.rollup_ttl_days == 0:

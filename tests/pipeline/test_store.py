@@ -6,10 +6,11 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from rocescope.config import StoreConfig
 from rocescope.errors import StoreError
 from rocescope.pipeline.batch import make_batch
 from rocescope.pipeline.migrations import MIGRATIONS, migrate
-from rocescope.pipeline.store import ChdbStore, Store, query_polars
+from rocescope.pipeline.store import MAX_THREADS_ENV, ChdbStore, Store, open_store, query_polars
 from rocescope.schema import COUNTERS
 
 from samples import sample_table
@@ -177,3 +178,17 @@ def test_data_survives_reopen(tmp_path: Path) -> None:
     assert migrate(second) == []
     assert second.query_arrow("SELECT count() FROM counters").column(0)[0].as_py() == 42
     second.close()
+
+
+def test_max_threads_caps_the_embedded_engine_from_the_config_or_its_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(MAX_THREADS_ENV, raising=False)
+    with open_store(StoreConfig(path=tmp_path / "a", max_threads=1)) as s:
+        assert s.query_arrow("SELECT getSetting('max_threads') AS n").column("n").to_pylist() == [1]
+    monkeypatch.setenv(MAX_THREADS_ENV, "1")
+    with ChdbStore(tmp_path / "b") as s:
+        assert s.query_arrow("SELECT getSetting('max_threads') AS n").column("n").to_pylist() == [1]
+    monkeypatch.setenv(MAX_THREADS_ENV, "one")
+    with pytest.raises(StoreError, match="ROCESCOPE_STORE__MAX_THREADS must be a whole number"):
+        ChdbStore(tmp_path / "c")
