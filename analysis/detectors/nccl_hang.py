@@ -1,25 +1,26 @@
-"""NCCL hang: a training job's communicator that completes no collective for far longer than its usual step while
-the job still runs, with no finding that stops traffic (a PFC deadlock or storm, a link down) on its path to
-explain it; the finding names the ranks that fell silent first, their hosts and NICs.
+"""NCCL hang: a training job that completes no collective on any of its communicators for far longer than its usual
+step while it is still placed, with no finding that stops traffic (a PFC deadlock or storm, a link down) on its
+path to explain it; the finding names the ranks that fell silent first, their hosts and NICs.
 
 NCCL semantics: a collective completes only when every rank of its communicator has joined it, so one rank that
 never arrives (a crashed or wedged process, a GPU or host fault, a rank waiting on another communicator: a
-pipeline schedule's deadlock) holds all the others in-kernel. Inspector writes completed collectives only, so a
-hung communicator is silence in `collectives`, not a slow record. PyTorch's ProcessGroupNCCL watchdog aborts the
-process group once a collective outlives its timeout, so a hang costs every GPU of the job up to that long, and
-then a restart.
+pipeline schedule's deadlock) holds all the others in-kernel, and the training loop, blocked in that collective,
+issues no other. Inspector writes completed collectives only, so a hung job is silence in `collectives`, not a
+slow record. PyTorch's ProcessGroupNCCL watchdog aborts the process group once a collective outlives its
+timeout, so a hang costs every GPU of the job up to that long, and then a restart.
 
-Method: per (job, communicator), the silences between its consecutive completed collectives (any rank's) and from
-its last one to the window's end. Its `step` is the median gap between one rank's consecutive records, over its
-ranks. A silence of at least max(`min_silence_s`, `step_multiple` x step) is a hang when the job still ran: a
-placement (`endpoints`) valid past the point where the silence became one, or another of its communicators
-completing collectives then; and when no earlier finding of a kind that stops collectives (`STOPPING_KINDS`)
-concerns the job within `explain_slack_s` (that finding owns the silence: `rocescope.analysis.impact`). A
-silence still open at the window's end is a warning, critical once it passes the watchdog's timeout; one that
-ended (the communicator resumed) is info, since a checkpoint or an evaluation that holds every rank in one
-barrier looks the same. The ranks named are those with the lowest last sequence number of the communicator
-before the silence, when its ranks' differ: a process that died stops writing its records while the others
-still write the ones they completed.
+Method: per job, the silences between consecutive collectives completed on any of its communicators, and from
+its last one to the window's end. A communicator the loop no longer uses (one made for an initial barrier, an
+evaluation) goes quiet while the others go on, which is no hang. The job's `step` is its busiest communicator's:
+the median over that communicator's ranks of their median gap between records. A silence of at least
+max(`min_silence_s`, `step_multiple` x step) is a hang when the job was still placed (`endpoints` valid past the
+point where the silence became one: a job that ended is silent too) and no earlier finding of a kind that stops
+collectives (`STOPPING_KINDS`) concerns the job within `explain_slack_s` (that finding owns the silence:
+`rocescope.analysis.impact`). A silence still open at the window's end is a warning, critical once it passes the
+watchdog's timeout. One that ended (the job resumed) is info, since a checkpoint or an evaluation that holds every
+rank in one barrier looks the same. The ranks named are, in each communicator active before the silence, those
+with its lowest last sequence number, when its ranks' differ: a process that died stops writing its records
+while the others still write the ones they completed.
 """
 
 from __future__ import annotations
@@ -92,7 +93,8 @@ class HangParams(Params):
 
 
 def _steps(rows: pl.DataFrame, p: HangParams) -> pl.DataFrame:
-    """Per (job, communicator): `step_s`, the median over its ranks of their median gap between records."""
+    """Per job: `step_s`, its busiest communicator's step (the median over the communicator's ranks of their
+    median gap between records): the pace the training loop completes collectives at."""
     per_rank = (
         rows.select(*COMM, *SERIES[:2], "rank", "ts")
         .unique()
@@ -101,17 +103,17 @@ def _steps(rows: pl.DataFrame, p: HangParams) -> pl.DataFrame:
         .agg(gap=pl.col("ts").diff().dt.total_microseconds().median() / 1e6, n=pl.len())
         .filter(pl.col("n") >= p.min_records)
     )
-    return per_rank.group_by(COMM).agg(step_s=pl.col("gap").median())
+    return per_rank.group_by(COMM).agg(step_s=pl.col("gap").median()).group_by("job_id").agg(pl.col("step_s").min())
 
 
 def _silences(rows: pl.DataFrame, end: dt.datetime, p: HangParams) -> pl.DataFrame:
-    """Per (job, communicator), each gap between consecutive completed collectives (and the open one to `end`) at
-    least its threshold: `start` (its last record), `end`, `open`, `after` (when the silence became a hang)."""
-    stamps = rows.select(*COMM, "ts").unique().sort(*COMM, "ts")
-    steps = _steps(rows, p)
+    """Per job, each gap between consecutive collectives completed on any of its communicators (and the open one
+    to `end`) at least its threshold: `start` (the last record before it), `end`, `open`, `silent_s`, `step_s`,
+    `limit_s` and `after` (when the silence became a hang)."""
+    stamps = rows.select("job_id", "ts").unique().sort("job_id", "ts")
     gaps = (
-        stamps.with_columns(next_ts=pl.col("ts").shift(-1).over(COMM))
-        .join(steps, on=COMM, how="left")
+        stamps.with_columns(next_ts=pl.col("ts").shift(-1).over("job_id"))
+        .join(_steps(rows, p), on="job_id", how="left")
         .with_columns(
             limit_s=pl.max_horizontal(pl.lit(p.min_silence_s), p.step_multiple * pl.col("step_s").fill_null(0.0)),
             open=pl.col("next_ts").is_null(),
@@ -121,23 +123,21 @@ def _silences(rows: pl.DataFrame, end: dt.datetime, p: HangParams) -> pl.DataFra
         .filter(pl.col("silent_s") >= pl.col("limit_s"))
     )
     return gaps.select(
-        *COMM,
+        "job_id",
         pl.col("ts").alias("start"),
         "end",
         "open",
         "silent_s",
         "step_s",
+        "limit_s",
         (pl.col("ts") + pl.duration(microseconds=(pl.col("limit_s") * 1e6).cast(pl.Int64))).alias("after"),
     )
 
 
-def _still_ran(ctx: Context, rows: pl.DataFrame, job: str, communicator: str, after: dt.datetime) -> str | None:
-    """Why the job was still running once the silence became a hang (None: no sign it was)."""
+def _placed(ctx: Context, job: str, after: dt.datetime) -> bool:
+    """Whether the job was still placed once its silence became a hang (a job that ended is silent too)."""
     placed = ctx.frames.endpoints().filter(pl.col("job_id") == job)
-    if not placed.filter((pl.col("valid_from") <= after) & (pl.col("valid_to") > after)).is_empty():
-        return "placed"
-    others = rows.filter((pl.col("job_id") == job) & (pl.col("communicator") != communicator) & (pl.col("ts") > after))
-    return None if others.is_empty() else "other communicators completed collectives"
+    return not placed.filter((pl.col("valid_from") <= after) & (pl.col("valid_to") > after)).is_empty()
 
 
 def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta) -> bool:
@@ -148,6 +148,14 @@ def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, sla
         and job in candidate_jobs(f, ctx.fabric)
         for f in ctx.prior
     )
+
+
+def _active(rows: pl.DataFrame, job: str, start: dt.datetime, limit_s: float) -> list[str]:
+    """The job's communicators that completed a collective within a threshold before the silence: those it hung
+    in (one the training loop no longer uses went quiet long before)."""
+    since = start - dt.timedelta(seconds=limit_s)
+    mine = rows.filter((pl.col("job_id") == job) & pl.col("ts").is_between(since, start))
+    return sorted(set(mine["communicator"].to_list()))
 
 
 def _behind(
@@ -198,7 +206,7 @@ def _behind(
     ]
 
 
-def _summary(job: str, hang: dict[str, Any], named: list[dict[str, Any]], why: str) -> str:
+def _summary(job: str, hang: dict[str, Any], named: list[dict[str, Any]]) -> str:
     comms = ", ".join(hang["communicators"])
     state = (
         f"has completed no collective for {hang['silent_s']:.0f} s"
@@ -208,8 +216,8 @@ def _summary(job: str, hang: dict[str, Any], named: list[dict[str, Any]], why: s
     )
     step = f" (its step: {hang['step_s']:.2f} s)" if hang["step_s"] else ""
     head = (
-        f"NCCL hang: {job}'s communicator {comms} {state}{step} while the job ran ({why}), with no deadlock, storm "
-        "or link down on its path"
+        f"NCCL hang: {job} (communicator {comms}) {state}{step} while still placed, with no deadlock, storm or "
+        "link down on its path"
     )
     if not named:
         return head + "; every rank stopped at the same collective"
@@ -230,21 +238,13 @@ def detect(ctx: Context, p: HangParams) -> list[Finding]:
     silences = _silences(rows, ctx.window.end, p).filter(pl.col("end") > ctx.window.start)
     slack = dt.timedelta(seconds=p.explain_slack_s)
     hangs: list[dict[str, Any]] = []
-    for s in silences.sort("start").iter_rows(named=True):
-        job, comm = s["job_id"], s["communicator"]
-        why = _still_ran(ctx, rows, job, comm, s["after"])
-        if why is None or _explained(ctx, job, s["start"], s["end"], slack):
+    for s in silences.sort("job_id", "start").iter_rows(named=True):
+        job = s["job_id"]
+        if not _placed(ctx, job, s["after"]) or _explained(ctx, job, s["start"], s["end"], slack):
             continue
-        behind = _behind(ctx, rows, job, comm, s["start"], p)
-        hang = next((h for h in hangs if h["job_id"] == job and s["start"] <= h["end"]), None)
-        if hang is None:
-            hangs.append({**s, "communicators": [comm], "why": why, "named": behind[: p.max_named]})
-            continue
-        # one finding per job while its communicators' silences overlap (a hung job silences all of them)
-        hang["end"], hang["open"] = max(hang["end"], s["end"]), hang["open"] or s["open"]
-        hang["silent_s"] = (hang["end"] - hang["start"]).total_seconds()
-        hang["communicators"].append(comm)
-        hang["named"] = (hang["named"] + behind)[: p.max_named]
+        comms = _active(rows, job, s["start"], s["limit_s"])
+        named = [n for comm in comms for n in _behind(ctx, rows, job, comm, s["start"], p)]
+        hangs.append({**s, "communicators": comms, "named": named[: p.max_named]})
     findings = []
     for hang in hangs:
         job, who = hang["job_id"], hang["named"]
@@ -263,14 +263,13 @@ def detect(ctx: Context, p: HangParams) -> list[Finding]:
                 ports=tuple(dict.fromkeys(f"{n['host']}:{n['nic']}" for n in who if n["nic"])),
                 priority=-1,
                 score=ranks * (end - start).total_seconds(),
-                summary=_summary(job, hang, who, hang["why"]),
+                summary=_summary(job, hang, who),
                 evidence={
                     "job": job,
                     "communicators": hang["communicators"],
                     "silent_s": round(hang["silent_s"], 3),
                     "step_s": hang["step_s"],
                     "open": hang["open"],
-                    "running": hang["why"],
                     "ranks_behind": who,
                     "job_processes": ranks,
                 },

@@ -1,7 +1,8 @@
 """NCCL hangs from Inspector's records landed through the real parser (tests/analysis/nccl_jobs.py): a ring that
 stops completing collectives while its job is still placed is one hang, naming the rank whose records stopped
-first; a job that ended, a pause shorter than a minute, and a silence a PFC deadlock on the job's path explains
-are none; a pause that resumes is info, and one past PyTorch's watchdog timeout is critical."""
+first; a job that ended, a pause shorter than a minute, a communicator no longer used, and a silence a PFC
+deadlock on the job's path explains are none; a pause that resumes is info, and one past PyTorch's watchdog
+timeout is critical."""
 
 from __future__ import annotations
 
@@ -64,7 +65,7 @@ def test_a_ring_that_stops_while_placed_is_one_hang_naming_the_rank_that_fell_si
     assert hang.devices == ("node-5",) and hang.ports == ("node-5:eth0",)
     (behind,) = hang.evidence["ranks_behind"]
     assert behind["rank"] == 5 and behind["last_sequence"] < behind["communicator_last_sequence"]
-    assert hang.evidence["open"] and hang.evidence["running"] == "placed"
+    assert hang.evidence["open"] and hang.evidence["communicators"] == ["0x6a"]
     assert "rank 5 on node-5 (eth0)" in hang.summary and "180 s" in hang.summary
     impact = hang.evidence["impact"][JOB]
     assert impact["hurt"] and impact["gpu_seconds_lost"] >= 0.9 * len(HOSTS) * 170
@@ -72,8 +73,11 @@ def test_a_ring_that_stops_while_placed_is_one_hang_naming_the_rank_that_fell_si
 
 
 def test_a_job_whose_placement_ended_finished_and_a_short_pause_is_no_hang(store: Store, now: dt.datetime) -> None:
+    """Nor is a communicator the loop stopped using (an initial barrier's) while the job's others go on."""
     job = RingJob(JOB, HOSTS, "0x6a")
-    _ring(store, now, 300, _between(job, now, 300, (0, 120), (160, 300)))  # a 40 s pause: under a minute
+    barrier = RingJob(JOB, HOSTS, "0x6b", every_s=1.0)
+    kept = _between(job, now, 300, (0, 120), (160, 300)) + _between(barrier, now, 300, (0, 10))  # a 40 s pause
+    _ring(store, now, 300, kept)
     assert _hangs(store, now, 300) == []
     store.command("TRUNCATE TABLE collectives")
     land_collectives(store, _between(job, now, 300, (0, 120)))
