@@ -1,7 +1,9 @@
 """NCCL collective timings with the training job each belongs to: the job's side of "per job".
 
-Inspector names a host and a process, never a job; the job comes from the placement, in this order:
+Inspector names a host and a process, never a job, except under Slurm; the job comes, in this order, from:
 
+0. Inspector's own `slurm_job_id` (its Prometheus label, its OTLP `slurm.job.id`: the process's SLURM_JOB_ID),
+   the id Slurm placements (`collectors.jobs.slurm`) are stored under (attribution `slurm`);
 1. `qp_owners` (eBPF or `rdma resource show qp`): the process's own queue pairs name its job, or its pod
    (`cgroup` `pod:<uid>`, or a pod name) that `endpoints` places in a job (attribution `qp_owner`);
 2. `endpoints` by pod: NCCL in a pod off the host network reports the pod's name as its hostname (and the
@@ -48,7 +50,7 @@ def _polars_type(col: schema.Column) -> pl.DataType:
 
 #: `collectives` as frames carry it (derived from rocescope.schema: strings plain, times UTC nanoseconds)
 COLLECTIVES_SCHEMA: dict[str, pl.DataType] = {c.name: _polars_type(c) for c in schema.TABLES["collectives"].columns}
-#: ... plus the job and how it was found: qp_owner | host | ambiguous | none
+#: ... plus the job and how it was found: slurm | qp_owner | pod | host | ambiguous | none
 ATTRIBUTED_SCHEMA: dict[str, pl.DataType] = {**COLLECTIVES_SCHEMA, "job_id": pl.String(), "attribution": pl.String()}
 PLACEMENTS_SCHEMA: dict[str, pl.DataType] = {
     "job_id": pl.String(),
@@ -113,6 +115,10 @@ GROUP BY host, pid, job_id, pod"""
     return _typed(frame, PROCESS_OWNERS_SCHEMA, "qp_owners")
 
 
+#: the Slurm job Inspector labelled the record with (None where it did not)
+_SLURM_JOB = pl.when(pl.col("slurm_job_id") != "").then(pl.col("slurm_job_id"))
+
+
 def attribute_jobs(collectives: pl.DataFrame, placements: pl.DataFrame, owners: pl.DataFrame) -> pl.DataFrame:
     """Each collective with its `job_id` and `attribution` (see the module docstring), ATTRIBUTED_SCHEMA.
 
@@ -158,9 +164,15 @@ def attribute_jobs(collectives: pl.DataFrame, placements: pl.DataFrame, owners: 
         frame.join(on_host, on="_row", how="left")
         .with_columns(
             job_id=pl.coalesce(
-                "owner_job", "in_pod_job", pl.when(pl.col("host_jobs") == 1).then("host_job"), pl.lit("")
+                _SLURM_JOB,
+                "owner_job",
+                "in_pod_job",
+                pl.when(pl.col("host_jobs") == 1).then("host_job"),
+                pl.lit(""),
             ),
-            attribution=pl.when(pl.col("owner_job").is_not_null())
+            attribution=pl.when(_SLURM_JOB.is_not_null())
+            .then(pl.lit("slurm"))
+            .when(pl.col("owner_job").is_not_null())
             .then(pl.lit("qp_owner"))
             .when(pl.col("in_pod_job").is_not_null())
             .then(pl.lit("pod"))

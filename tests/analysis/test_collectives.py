@@ -169,3 +169,26 @@ def test_a_collective_stored_twice_is_read_once(store: ChdbStore, t0: dt.datetim
         store.insert("collectives", collectives(t0))
     got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
     assert got.height == len(CASES)
+
+
+def test_inspectors_slurm_label_names_the_job_where_the_host_cannot(store: ChdbStore, t0: dt.datetime) -> None:
+    """Inspector under Slurm labels its records with the process's SLURM_JOB_ID (Prometheus `slurm_job_id`, OTLP
+    `slurm.job.id`), the id Slurm placements are stored under: on h2, shared by three jobs, a labelled record of
+    pid 300 is its job's; an unlabelled one stays ambiguous."""
+    placed = placements(t0)
+    for column, value in zip(
+        placed, ("1670760", "train", "gpu", "1670760-0", 0, "h2", "eth0", "mlx5_0", "", "", t0, FAR), strict=True
+    ):
+        placed[column].append(value)
+    store.insert("endpoints", pa.Table.from_batches([make_batch("endpoints", placed).data]))
+    shared = collectives(t0).slice(3, 1)  # (h2, pid 300, 5 minutes in)
+    labelled = shared.set_column(
+        shared.schema.get_field_index("slurm_job_id"), "slurm_job_id", pa.array(["1670760"], pa.string())
+    )
+    labelled = labelled.set_column(labelled.schema.get_field_index("rank"), "rank", pa.array([9], pa.int32()))
+    store.insert("collectives", pa.concat_tables([shared, labelled.cast(shared.schema)]))
+    got = job_collectives(store, Window(t0, t0 + dt.timedelta(hours=1)))
+    assert sorted(got.select("slurm_job_id", "job_id", "attribution").rows()) == [
+        ("", "", "ambiguous"),
+        ("1670760", "1670760", "slurm"),
+    ]
