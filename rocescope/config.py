@@ -179,7 +179,24 @@ class Settings(BaseSettings):
         file_secret_settings: PydanticBaseSettingsSource,
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         # Environment beats the file: secrets live in the environment, not in YAML.
-        return (_Environment(settings_cls), init_settings)
+        return (_Environment(settings_cls), _Sections(settings_cls, init_settings))
+
+
+class _Sections(PydanticBaseSettingsSource):
+    """The values given to `Settings(...)`, sections given as models (`store=StoreConfig(path=...)`) as their
+    fields: the environment's `ROCESCOPE_STORE__X` then merges into the section given, where a model would be
+    replaced whole by the environment's one key (and the store's path with it: a run meant for a scratch store
+    would land in the default one)."""
+
+    def __init__(self, settings_cls: type[BaseSettings], given: PydanticBaseSettingsSource):
+        super().__init__(settings_cls)
+        self._given = given
+
+    def get_field_value(self, field: FieldInfo, field_name: str) -> tuple[Any, str, bool]:
+        return self._given.get_field_value(field, field_name)
+
+    def __call__(self) -> dict[str, Any]:
+        return {k: v.model_dump() if isinstance(v, BaseModel) else v for k, v in self._given().items()}
 
 
 class _Environment(EnvSettingsSource):

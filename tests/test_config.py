@@ -96,3 +96,18 @@ def test_a_bad_variable_is_one_line_naming_it(
         config.load()
     assert expected in str(info.value)
     assert "\n" not in str(info.value)
+
+
+def test_the_environment_merges_into_a_section_given_as_a_model(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A scratch store given in code (`rocescope eval`'s runs, the simulator's) keeps its path and database when the
+    environment sets another of the store's keys: replaced whole, the run would land in the default store."""
+    monkeypatch.setenv("ROCESCOPE_STORE__MAX_THREADS", "1")
+    s = config.Settings(store=config.StoreConfig(path=tmp_path / "scratch", database="run7", ttl_days=0))
+    assert (s.store.path, s.store.database, s.store.ttl_days, s.store.max_threads) == (
+        tmp_path / "scratch",
+        "run7",
+        0,
+        1,
+    )
