@@ -132,6 +132,7 @@ def test_lldp_comes_from_the_profiles_side_with_its_port_ids(runs: tuple[str, Ru
         assert ("gpu-001", "eth0", "leaf-r0-01", "Ethernet1/1") in links
 
 
+@pytest.mark.full  # a third served run of the storm: the served path runs above, eval's scoring in tests/cli
 def test_eval_scores_a_served_run_with_the_ground_truth_named_as_the_gear_names_it(tmp_path: Path) -> None:
     outcome = evaluate_run(SCENARIO, 3, tmp_path, 100.0, profile="arista-eos", path="served")
     assert outcome.path == "served" and outcome.profile == "arista-eos"
