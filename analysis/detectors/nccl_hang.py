@@ -42,14 +42,14 @@ COMM = ["job_id", "communicator"]
 class HangParams(Params):
     lookback_s: float = threshold(
         600.0,
-        "Collectives read this far before the window (a communicator's step, and a silence that began before it).",
+        "Collectives read this far before the window (the job's step, and a silence that began before it).",
         "derivation: the same span as the slowdown's and impact's baselines (ImpactParams.lookback_s): hundreds of "
         "steps, and a silence up to the watchdog's timeout seen whole",
         ge=0,
     )
     min_silence_s: float = threshold(
         60.0,
-        "A communicator silent at least this long (and step_multiple steps) is hung.",
+        "A job silent at least this long (and step_multiple steps) is hung.",
         "derivation: training steps take 0.1-10 s and each completes collectives on every communicator it uses, so "
         "a minute without one is many steps; it is also far above the delay with which a periodically dumped "
         "Inspector file brings completed collectives to the store",
@@ -57,7 +57,7 @@ class HangParams(Params):
     )
     step_multiple: float = threshold(
         10.0,
-        "... and at least this many of its usual steps.",
+        "... and at least this many of its steps.",
         "derivation: the gap between a rank's collectives varies with the schedule (gradient accumulation, pipeline "
         "bubbles, an evaluation pass) by small factors; ten median steps is beyond any of them",
         gt=1,
