@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Callable
 from pathlib import Path
 
@@ -38,12 +39,15 @@ def test_demo_refuses_an_unknown_profile_before_it_starts(tmp_path: Path, write_
     assert result.exit_code == 1 and "no profile" in result.output and len(result.output.splitlines()) <= 2
 
 
-def test_eval_scores_per_profile_as_json(tmp_path: Path, write_config: Callable[..., Path]) -> None:
+def test_eval_scores_per_profile_as_text_and_json(tmp_path: Path, write_config: Callable[..., Path]) -> None:
     cfg = str(write_config(tmp_path))
-    args = ["eval", "--kind", "pfc_storm", "--seeds", "1", "--baseline", "0", "--profile", "sonic-broadcom", "--json"]
-    result = runner.invoke(app, ["--config", cfg, *args])
+    out = tmp_path / "eval.json"
+    args = ["eval", "--kind", "pfc_storm", "--seeds", "1", "--baseline", "0", "--profile", "sonic-broadcom"]
+    result = runner.invoke(app, ["--config", cfg, *args, "--out", str(out)])
     assert result.exit_code == 0, result.output
-    (profile,) = json.loads(result.stdout)["profiles"]
+    line = r"sonic-broadcom: pfc_storm seed 1 \(fast, \d+ s\): 1 incident\(s\), findings: pfc_storm@gpu-005"
+    assert re.search(line, result.output), result.output
+    (profile,) = json.loads(out.read_text())["profiles"]
     assert profile["profile"] == "sonic-broadcom"
     (storm,) = [s for s in profile["scores"] if s["kind"] == "pfc_storm"]
     assert storm["incidents"] == len(profile["runs"]) and storm["cadence_s"] == 1.0
