@@ -8,7 +8,8 @@ Real gear names ports its own way and LLDP is often one-sided, so:
   to the counters' name (`Ethernet0`) through the switch's alias map where one was collected (CONFIG_DB
   `PORT|Ethernet0 alias`, landed as `links` rows of source `alias`), else as the N-th port of the switch
   in port order (the numbering of NVIDIA platforms' `etpN`; other platforms count from 0 or name aliases
-  otherwise, so collect the map);
+  otherwise, so collect the map); never on a switch with breakouts (`etp1a`, `etp1b` are two ports, and
+  shift every port after them), whose aliases only the map resolves (else the cables are found by traffic);
 * an adjacency seen from either side is known from both (host-side `lldpcli` alone is enough), and cables
   no LLDP names are recognised from the bytes they carry (`links.py`: what one end sends, the other
   receives, minute by minute);
@@ -38,7 +39,7 @@ from typing import Literal
 import polars as pl
 
 from rocescope.analysis.frames import Frames
-from rocescope.analysis.names import cabled_peers, renamed
+from rocescope.analysis.names import cabled_peers, is_aggregate, renamed
 
 log = logging.getLogger(__name__)
 
@@ -46,10 +47,11 @@ PortKind = Literal["host", "downlink", "uplink", "spine", "unknown"]
 
 #: RDMA device names (a counter port `mlx5_3/1` is RDMA port 1 of mlx5_3); switch ports never look like these.
 _RDMA_PORT = re.compile(
-    r"^(?P<dev>mlx\d+_\d+|bnxt_re\d+|irdma\d+|rxe\w+|siw\w+|qedr\d+|hns_?\d+|efa_\d+|erdma_\d+|ionic_\d+|roce[po]\w+)"
+    r"^(?P<dev>mlx\d+_(?:bond_)?\d+|bnxt_re\d+|irdma\d+|rxe\w+|siw\w+|qedr\d+|hns_?\d+|efa_\d+|erdma_\d+|ionic_\d+|roce[po]\w+)"
     r"/\d+$"
 )
-_ALIAS = re.compile(r"^etp(\d+)[a-z]?$")  # SONiC port aliases: etp1, etp1a (breakouts)
+_ALIAS = re.compile(r"^etp(\d+)$")  # SONiC port aliases: etp1
+_BREAKOUT_ALIAS = re.compile(r"^etp\d+[a-z]$")  # a breakout's lanes: etp1a, etp1b are two ports
 _ABBREVIATED = re.compile(r"^(eth|et|e)(?=\d)")  # Arista `Et1/1`; never a host's `eth0` (hosts keep theirs)
 _SEPARATOR = re.compile(r"(?<=[a-z])[-_ ](?=\d)")  # SR Linux `ethernet-1/1`
 
@@ -103,6 +105,8 @@ class Fabric:
     counter_ports: dict[str, set[str]] = field(default_factory=dict)
     #: (switch, alias in lower case) -> port, where a switch's alias map was collected (SONiC CONFIG_DB PORT)
     aliases: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: switches whose LLDP port aliases name breakouts (`etp1a`): no alias of theirs is the N-th port
+    broken_out: set[str] = field(default_factory=set)
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
@@ -115,7 +119,7 @@ class Fabric:
         links, found = fab._found_names(frames, links, set(roles["device"].to_list()))
         if found:
             fab = cls.build(links, endpoints, roles, ports, aliases)
-        known = set(fab.peers) | {(h, p) for h, p in fab._leaf_of_nic}
+        known = set(fab.peers) | set(fab._leaves_of_nic)
         inferred = infer_links(frames, known, fab.switches, fab.leaves)
         if inferred.is_empty():
             return fab
@@ -179,6 +183,12 @@ class Fabric:
         lldp_rows = len(rows)
         if inferred is not None:
             rows += list(inferred.select("device", "port", "peer_device", "peer_port").iter_rows())
+        fab.broken_out = {
+            device
+            for d, p, pd_, pp in rows
+            for device, port in ((d, p), (pd_, pp))
+            if _BREAKOUT_ALIAS.match(port.lower())
+        }
         fab._silent(rows[:lldp_rows])
         for d, _, pd_, _ in rows[lldp_rows:]:  # cables recognised from traffic join devices with counters
             fab.switches.update(x for x in (d, pd_) if x not in fab.hosts and x not in fab.endpoints)
@@ -232,7 +242,7 @@ class Fabric:
         if hit is not None:
             return hit
         alias = _ALIAS.match(port.strip().lower())
-        if alias is not None:
+        if alias is not None and device not in self.broken_out:
             ordered = sorted(known, key=port_order)
             n = int(alias.group(1))
             if 1 <= n <= len(ordered):
@@ -247,9 +257,11 @@ class Fabric:
         for pl_ in self.placements:
             self._by_nic[(pl_.host, pl_.netdev)].append(pl_)
             self._by_nic[(pl_.host, pl_.rdma_dev)].append(pl_)
-        self._leaf_of_nic = {
-            (pd_, pp): d for (d, _), (pd_, pp) in self.peers.items() if d in self.leaves and pd_ in self.hosts
-        }
+        self._leaves_of_nic: dict[tuple[str, str], set[str]] = defaultdict(set)
+        for (d, _), (pd_, pp) in self.peers.items():
+            if d in self.leaves and pd_ in self.hosts:
+                self._leaves_of_nic[(pd_, pp)].add(d)
+        self._bonds()
         self._netdev_of_rdma = {(p.host, p.rdma_dev): p.netdev for p in self.placements if p.rdma_dev}
         #: leaves no LLDP links to a switch: their uplinks are the ports that face no host (traffic may have
         #: recognised some of their cables, not all: an idle or a damaged cable conserves nothing to match)
@@ -286,8 +298,29 @@ class Fabric:
             return "spine"
         return "unknown"
 
+    def _bonds(self) -> None:
+        """A placement on a host's link aggregate (a RoCE LAG: netdev `bond0`, RDMA device `mlx5_bond_0`) runs over
+        its members, which are what LLDP sees: the host's ports cabled to leaves that no placement names itself
+        (Linux keeps the membership in `/sys/class/net/bond0/bonding/slaves`, which nothing collects). Its jobs
+        are the members' jobs, and its leaves their leaves (two, for a NIC dual-homed to two ToRs)."""
+        named = {(p.host, p.netdev) for p in self.placements if not is_aggregate(p.netdev)}
+        for p in self.placements:
+            if not is_aggregate(p.netdev):
+                continue
+            members = [
+                nic for nic in self._leaves_of_nic if nic[0] == p.host and nic not in named and not is_aggregate(nic[1])
+            ]
+            for member in members:
+                self._by_nic[member].append(p)
+                self._leaves_of_nic[(p.host, p.netdev)] |= self._leaves_of_nic[member]
+
+    def leaves_of(self, host: str, netdev: str) -> set[str]:
+        """The leaves a host's NIC is cabled to (two where it is dual-homed)."""
+        return self._leaves_of_nic.get((host, self.iface(host, netdev)), set())
+
     def leaf_of(self, host: str, netdev: str) -> str | None:
-        return self._leaf_of_nic.get((host, self.iface(host, netdev)))
+        """One leaf of the NIC (`leaves_of`), the first by name."""
+        return min(self.leaves_of(host, netdev), default=None)
 
     def nic_behind(self, device: str, port: str) -> tuple[str, str] | None:
         """The (host, netdev) a host port or a leaf downlink stands for."""
@@ -326,9 +359,8 @@ class Fabric:
         Jobs whose traffic crosses rails over the fabric (PXN off) are not seen by this rule."""
         under: dict[tuple[str, str], set[str]] = defaultdict(set)  # (job, rail) -> leaves
         for p in self.placements:
-            lf = self.leaf_of(p.host, p.netdev)
-            if lf is not None and _overlaps(p, start, end):
-                under[(p.job_id, _rail(p))].add(lf)
+            if _overlaps(p, start, end):
+                under[(p.job_id, _rail(p))] |= self.leaves_of(p.host, p.netdev)
         return {job for (job, _), leaves in under.items() if leaf in leaves and len(leaves) > 1}
 
     def jobs_at(self, device: str, port: str, start: dt.datetime, end: dt.datetime) -> set[str]:

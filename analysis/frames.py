@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.names import renamed, same_devices
+from rocescope.analysis.names import AGGREGATE_PORT, renamed, same_devices
 from rocescope.catalog import METRICS
 from rocescope.errors import SchemaError
 from rocescope.pipeline.migrations import (
@@ -51,6 +51,12 @@ LOOKBACK_S = 125.0
 MAX_LOOKBACK_S = 2 * 300.0 + 30.0
 _PHASE_MARGIN_S = 5.0
 
+#: A switch's link aggregates (`names.AGGREGATE_PORT`) are no port of the fabric for the analysis: what they count
+#: their member ports count again, so a member's errors would be a second "degraded optics" at the port-channel,
+#: and a leaf without switch-side LLDP would take its port-channel for one more uplink. A host's bond stays (a
+#: RoCE LAG's RDMA device counts there alone). A constant pattern (no quote in it), not a parameter.
+_AGGREGATE_LITERAL = AGGREGATE_PORT.replace("\\", "\\\\")  # backslashes escaped in a SQL string literal
+SWITCH_PORTS = f" AND NOT (role = 'switch' AND match(toString(port), '{_AGGREGATE_LITERAL}'))"
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
 _COUNTERS = frozenset(COUNTER_METRICS)
@@ -313,7 +319,8 @@ FROM (
     def _filters(
         roles: Sequence[str] | None, priorities: Sequence[int] | None, devices: Sequence[str] | None = None
     ) -> str:
-        where = ""
+        """The WHERE clauses of a counters query; a switch's link aggregates are always left out (`SWITCH_PORTS`)."""
+        where = SWITCH_PORTS
         if devices is not None:
             where += " AND device IN {devices:Array(String)}"
         if roles is not None:
@@ -450,8 +457,8 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         last change (Arista: days earlier), so a window may hold none of them."""
         key = ("last_gauges", tuple(metrics), _t(devices))
         sql = f"""
-SELECT last_ts AS ts, device, role, port, priority, metric, value FROM (
-    SELECT max(ts) AS last_ts, toString(device) AS device, toString(any(role)) AS role, toString(port) AS port,
+SELECT last_ts AS ts, device, last_role AS role, port, priority, metric, value FROM (
+    SELECT max(ts) AS last_ts, toString(device) AS device, toString(any(role)) AS last_role, toString(port) AS port,
         priority, toString(metric) AS metric, argMax(value, ts) AS value
     FROM counters
     WHERE ts < {{end:DateTime64(9, 'UTC')}} AND metric IN {{metrics:Array(String)}}{self._filters(None, None, devices)}
@@ -630,9 +637,9 @@ WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:
         """Each switch port with traffic counters in the window (PORTS_SCHEMA): the names the counters use,
         which LLDP may spell another way; with role `nic`, each host port with any counter (an RDMA-only host
         reports no bytes). From the 1-minute rollup, like `roles`."""
-        sql = """
+        sql = f"""
 SELECT DISTINCT toString(device) AS device, toString(port) AS port FROM counters_1m
-WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
-    AND role = {role:String} AND (role != 'switch' OR metric IN ('tx_bytes', 'rx_bytes'))
-ORDER BY device, port"""
+WHERE minute >= toStartOfMinute({{start:DateTime64(9, 'UTC')}}) AND minute < {{end:DateTime64(9, 'UTC')}}
+    AND role = {{role:String}} AND (role != 'switch' OR metric IN ('tx_bytes', 'rx_bytes')){SWITCH_PORTS}
+ORDER BY device, port"""  # noqa: S608 - a constant and placeholders only
         return _plain(self._query(("ports", role), sql, self._params((), {"role": role})), PORTS_SCHEMA, "ports")

@@ -277,7 +277,7 @@ def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:
     for p in fabric.placements:
         if p.valid_from > f.end or p.valid_to < f.start:
             continue
-        if p.host in hosts or fabric.leaf_of(p.host, p.netdev) in devices:
+        if p.host in hosts or fabric.leaves_of(p.host, p.netdev) & devices:
             jobs.add(p.job_id)
     return jobs
 

@@ -15,14 +15,28 @@ port's traffic is that neighbor port's (`links.spelled_far_ends`).
 from __future__ import annotations
 
 import ipaddress
+import re
 from collections import Counter, defaultdict
 from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import polars as pl
 
-__all__ = ["cabled_peers", "renamed", "same_devices"]
+__all__ = ["AGGREGATE_PORT", "cabled_peers", "is_aggregate", "renamed", "same_devices"]
 
 Port = tuple[str, str]
+
+#: Link aggregates as their vendors name them (sub-interfaces `.100` too): EOS and NX-OS `Port-Channel1` (`Po1`),
+#: SONiC `PortChannel0001`, Junos `ae0`, SR Linux `lag1`, IOS-XR `Bundle-Ether1`, Linux and Cumulus `bond0`,
+#: `team0`. A switch's aggregate counts again what its member ports count (IF-MIB and OpenConfig report both), and
+#: has no optics, no queues and no LLDP of its own; a host's bond carries the RDMA device of a RoCE LAG
+#: (`mlx5_bond_0`) over its member ports. RE2 syntax too (ClickHouse's `match`).
+AGGREGATE_PORT = r"(?i)^(port-?channel|po|ae|lag|bundle-ether|bond|team)\d+(\.\d+)?$"
+_AGGREGATE = re.compile(AGGREGATE_PORT)
+
+
+def is_aggregate(port: str) -> bool:
+    """Whether `port` names a link aggregate (`AGGREGATE_PORT`), not a physical port."""
+    return _AGGREGATE.match(port.strip()) is not None
 
 
 def _label(name: str) -> str | None:

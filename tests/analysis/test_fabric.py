@@ -8,7 +8,7 @@ import polars as pl
 import pytest
 
 from rocescope.analysis.fabric import Fabric, canonical_port, netdev_of
-from rocescope.analysis.frames import ENDPOINTS_SCHEMA, LINKS_SCHEMA, PORTS_SCHEMA, ROLES_SCHEMA
+from rocescope.analysis.frames import ALIASES_SCHEMA, ENDPOINTS_SCHEMA, LINKS_SCHEMA, PORTS_SCHEMA, ROLES_SCHEMA
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -112,3 +112,34 @@ def test_a_job_under_one_leaf_per_rail_crosses_no_spine() -> None:
     tor_roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, "tor-a": "switch", "tor-b": "switch", "spine": "switch"}
     fab = build(tor_links, tor_roles, {}, tor)
     assert fab.jobs_crossing_leaf("tor-a", T0, end) == {"across"}
+
+
+def test_breakout_aliases_are_two_ports_only_the_alias_map_resolves() -> None:
+    """SONiC names a breakout's lanes `etp1a`, `etp1b`: two ports, and every port after them is shifted, so no
+    alias of that switch is read as the N-th port (two hosts would face one port); with the switch's alias map
+    (CONFIG_DB `PORT|<name> alias`) each is its own."""
+    links = [
+        ("gpu-1", "eth0", "leaf-a", "etp1a"),
+        ("gpu-2", "eth0", "leaf-a", "etp1b"),
+        ("gpu-3", "eth0", "leaf-a", "etp2"),
+    ]
+    roles = {"gpu-1": "nic", "gpu-2": "nic", "gpu-3": "nic", "leaf-a": "switch"}
+    ports = {"leaf-a": ["Ethernet0", "Ethernet4", "Ethernet8", "Ethernet256"]}
+    fab = build(links, roles, ports)
+    assert fab.peer("leaf-a", "Ethernet0") is None and fab.peer("leaf-a", "Ethernet4") is None
+    assert fab.peer("gpu-2", "eth0") == ("leaf-a", "etp1b")
+    aliases = pl.DataFrame(
+        [("leaf-a", "etp1a", "Ethernet0"), ("leaf-a", "etp1b", "Ethernet4"), ("leaf-a", "etp2", "Ethernet8")],
+        schema=ALIASES_SCHEMA,
+        orient="row",
+    )
+    mapped = Fabric.build(
+        pl.DataFrame(links, schema=LINKS_SCHEMA, orient="row"),
+        pl.DataFrame([], schema=ENDPOINTS_SCHEMA, orient="row"),
+        pl.DataFrame(list(roles.items()), schema=ROLES_SCHEMA, orient="row"),
+        pl.DataFrame([(d, p) for d, ps in ports.items() for p in ps], schema=PORTS_SCHEMA, orient="row"),
+        aliases,
+    )
+    assert [mapped.peer("leaf-a", p) for p in ("Ethernet0", "Ethernet4", "Ethernet8")] == [
+        ("gpu-1", "eth0"), ("gpu-2", "eth0"), ("gpu-3", "eth0")
+    ]  # fmt: skip
