@@ -22,7 +22,7 @@ from typing import Any
 import polars as pl
 
 from rocescope.analysis.fabric import Fabric
-from rocescope.analysis.frames import Frames, Window
+from rocescope.analysis.frames import SWITCH_PORTS, Frames, Window
 from rocescope.analysis.impact import ImpactParams
 from rocescope.analysis.speeds import PortSpeeds
 from rocescope.pipeline.store import Store, query_polars
@@ -115,15 +115,16 @@ class Coverage:
 def _inventory(frames: Frames) -> pl.DataFrame:
     """Per device, port and metric in the window: its role and the seconds between its reads (from the rollup:
     a minute holds 60 / cadence reads of a series; its fullest minute, as the window's edges cut the others)."""
-    sql = """
+    sql = f"""
 SELECT device, role, port, metric, 60 / max(samples) AS every_s FROM (
     SELECT toString(device) AS device, toString(role) AS role, toString(port) AS port, toString(metric) AS metric,
         sum(samples) AS samples
     FROM counters_1m
-    WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
+    WHERE minute >= toStartOfMinute({{start:DateTime64(9, 'UTC')}}) AND minute < {{end:DateTime64(9, 'UTC')}}
+        {SWITCH_PORTS}
     GROUP BY device, role, port, metric, priority, minute
 )
-GROUP BY device, role, port, metric"""
+GROUP BY device, role, port, metric"""  # noqa: S608 - a constant and placeholders only
     return query_polars(frames.store, sql, {"start": frames.window.start, "end": frames.window.end})
 
 

@@ -8,6 +8,7 @@ import datetime as dt
 
 import pytest
 
+from rocescope.analysis.coverage import coverage_at
 from rocescope.analysis.fabric import Fabric, netdev_of
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.names import is_aggregate
@@ -37,7 +38,7 @@ def test_a_roce_lag_rdma_port_is_its_bond() -> None:
 def test_a_port_channel_is_no_uplink_and_no_second_optics_finding(store: Store, now: dt.datetime) -> None:
     """A member uplink takes frame errors; the port-channel over both uplinks counts them again, with the
     members' bytes. One degraded-optics finding, at the member; the leaf (LLDP from its hosts only) keeps its
-    two physical uplinks."""
+    two physical uplinks; the coverage map judges the members, not the port-channel."""
     t = Telemetry(now, 240)
     fabric(t)
     errors = steps((60.0, 200.0, 50.0))
@@ -50,6 +51,8 @@ def test_a_port_channel_is_no_uplink_and_no_second_optics_finding(store: Store, 
     (optics,) = found(store, t, "degraded_optics")
     assert optics.ports[0] == "leaf1:Ethernet2/1"
     assert Fabric.from_frames(Frames(store, t.window)).uplinks("leaf1") == UPLINKS
+    places = {it.where for it in coverage_at(store, t.window.start, t.window.end).items}
+    assert "leaf1:Ethernet2/1" in places and "leaf1:Port-Channel1" not in places  # judged through its members
 
 
 def test_a_dual_homed_roce_lag_is_its_members_on_both_leaves(store: Store, now: dt.datetime) -> None:
