@@ -39,7 +39,7 @@ from typing import Literal
 import polars as pl
 
 from rocescope.analysis.frames import Frames
-from rocescope.analysis.names import cabled_peers, is_aggregate, renamed
+from rocescope.analysis.names import cabled_peers, is_aggregate, is_fabric_port, renamed
 
 log = logging.getLogger(__name__)
 
@@ -179,7 +179,13 @@ class Fabric:
         if ports is not None:
             for d, p in ports.select("device", "port").iter_rows():
                 fab.counter_ports.setdefault(d, set()).add(p)
-        rows = [r for r in links.select("device", "port", "peer_device", "peer_port").iter_rows() if r[2]]
+        # LLDP a switch speaks on an interface that is no cable of the fabric (its Management1 to the management
+        # network's switch, which would become a "spine" seeing every leaf) is no adjacency of the fabric
+        rows = [
+            (d, p, pd_, pp)
+            for d, p, pd_, pp in links.select("device", "port", "peer_device", "peer_port").iter_rows()
+            if pd_ and not any(x in fab.switches and not is_fabric_port(y) for x, y in ((d, p), (pd_, pp)))
+        ]
         lldp_rows = len(rows)
         if inferred is not None:
             rows += list(inferred.select("device", "port", "peer_device", "peer_port").iter_rows())
@@ -253,6 +259,12 @@ class Fabric:
         self._canonical = {(d, canonical_port(p, d not in self.hosts)): (d, p) for d, p in self.peers}
         self.leaves = {d for (d, _), (pd_, _) in self.peers.items() if d in self.switches and pd_ in self.hosts}
         self.spines = self.switches - self.leaves
+        #: a 3-tier fabric's top: switches cabled to spines and to no leaf (among `spines`, whose ports keep kind
+        #: "spine"); a spine with no known cable at all stays a spine
+        faced: dict[str, set[str]] = defaultdict(set)
+        for (d, _), (pd_, _) in self.peers.items():
+            faced[d].add(pd_)
+        self.super_spines = {s for s in self.spines if faced[s] and faced[s] <= self.spines}
         self._by_nic: dict[tuple[str, str], list[Placement]] = defaultdict(list)
         for pl_ in self.placements:
             self._by_nic[(pl_.host, pl_.netdev)].append(pl_)
@@ -341,6 +353,15 @@ class Fabric:
     def uplinks(self, leaf: str) -> list[str]:
         """A leaf's ports towards the spines."""
         return [p for p in self.ports_of(leaf) if self.port_kind(leaf, p) == "uplink"]
+
+    def parallel_links(self, device: str, towards: set[str]) -> dict[str, list[str]]:
+        """Per neighbour among `towards`, the device's ports cabled to it (an ECMP group where two or more)."""
+        out: dict[str, list[str]] = defaultdict(list)
+        for port in self.ports_of(device):
+            peer = self.peer(device, port)
+            if peer is not None and peer[0] in towards:
+                out[peer[0]].append(port)
+        return dict(out)
 
     # --- jobs
 

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.names import AGGREGATE_PORT, renamed, same_devices
+from rocescope.analysis.names import NON_FABRIC_PORT, renamed, same_devices
 from rocescope.catalog import METRICS
 from rocescope.errors import SchemaError
 from rocescope.pipeline.migrations import (
@@ -51,12 +51,13 @@ LOOKBACK_S = 125.0
 MAX_LOOKBACK_S = 2 * 300.0 + 30.0
 _PHASE_MARGIN_S = 5.0
 
-#: A switch's link aggregates (`names.AGGREGATE_PORT`) are no port of the fabric for the analysis: what they count
-#: their member ports count again, so a member's errors would be a second "degraded optics" at the port-channel,
-#: and a leaf without switch-side LLDP would take its port-channel for one more uplink. A host's bond stays (a
-#: RoCE LAG's RDMA device counts there alone). A constant pattern (no quote in it), not a parameter.
-_AGGREGATE_LITERAL = AGGREGATE_PORT.replace("\\", "\\\\")  # backslashes escaped in a SQL string literal
-SWITCH_PORTS = f" AND NOT (role = 'switch' AND match(toString(port), '{_AGGREGATE_LITERAL}'))"
+#: A switch's interfaces that are no cable (`names.NON_FABRIC_PORT`: management, loopback, VLAN, overlay, link
+#: aggregate) are left out of the analysis: a port-channel counts again what its members count, so a member's
+#: errors would be a second "degraded optics" at the port-channel, and a leaf without switch-side LLDP would take
+#: each of them for one more uplink. A host's bond stays (a RoCE LAG's RDMA device counts there alone). A constant
+#: pattern (no quote in it), not a parameter.
+_NON_FABRIC_LITERAL = NON_FABRIC_PORT.replace("\\", "\\\\")  # backslashes escaped in a SQL string literal
+SWITCH_PORTS = f" AND NOT (role = 'switch' AND match(toString(port), '{_NON_FABRIC_LITERAL}'))"
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
 _COUNTERS = frozenset(COUNTER_METRICS)
@@ -319,7 +320,8 @@ FROM (
     def _filters(
         roles: Sequence[str] | None, priorities: Sequence[int] | None, devices: Sequence[str] | None = None
     ) -> str:
-        """The WHERE clauses of a counters query; a switch's link aggregates are always left out (`SWITCH_PORTS`)."""
+        """The WHERE clauses of a counters query; a switch's interfaces that are no cable are always left out
+        (`SWITCH_PORTS`)."""
         where = SWITCH_PORTS
         if devices is not None:
             where += " AND device IN {devices:Array(String)}"

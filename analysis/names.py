@@ -21,7 +21,7 @@ from collections.abc import Collection, Iterable, Mapping, Sequence
 
 import polars as pl
 
-__all__ = ["AGGREGATE_PORT", "cabled_peers", "is_aggregate", "renamed", "same_devices"]
+__all__ = ["NON_FABRIC_PORT", "cabled_peers", "is_aggregate", "is_fabric_port", "renamed", "same_devices"]
 
 Port = tuple[str, str]
 
@@ -30,13 +30,35 @@ Port = tuple[str, str]
 #: `team0`. A switch's aggregate counts again what its member ports count (IF-MIB and OpenConfig report both), and
 #: has no optics, no queues and no LLDP of its own; a host's bond carries the RDMA device of a RoCE LAG
 #: (`mlx5_bond_0`) over its member ports. RE2 syntax too (ClickHouse's `match`).
-AGGREGATE_PORT = r"(?i)^(port-?channel|po|ae|lag|bundle-ether|bond|team)\d+(\.\d+)?$"
-_AGGREGATE = re.compile(AGGREGATE_PORT)
+_AGGREGATES = r"(port-?channel|po|ae|lag|bundle-ether|bond|team)\d+(\.\d+)?"
+_AGGREGATE = re.compile(rf"(?i)^{_AGGREGATES}$")
+
+
+#: A switch's interfaces that are no cable of the fabric, which IF-MIB and OpenConfig list with counters beside
+#: the front-panel ports (a real EOS `show interfaces`: Ethernet1, Ethernet49/1, Loopback0, Management1,
+#: Port-Channel1, Vlan10): management (EOS `Management1`, NX-OS and SR Linux `mgmt0`, Dell OS10 `mgmt1/1/1`, IOS-XR
+#: `MgmtEth0/RP0/CPU0/0`, Junos `em0` `fxp0` `me0` `vme`, SONiC's and Cumulus' `eth0`), loopbacks (`Loopback0`,
+#: `lo`, `lo0`), VLAN and routed interfaces (`Vlan10`, `vlan10`, `irb0.1`, SR Linux `system0`), overlays (`Vxlan1`,
+#: NX-OS `nve1`, `Tunnel1`), bridges, the CPU, and link aggregates (`_AGGREGATES`). Taken for uplinks, an idle
+#: Loopback0 beside two busy uplinks made each of them "imbalanced"; their LLDP (a management switch that sees
+#: every leaf's Management1) made a spine. Front-panel names never look like these (FBOSS `eth1/1/1` has slashes).
+NON_FABRIC_PORT = (
+    rf"(?i)^({_AGGREGATES}|management\d+(/\d+)*|mgmt\S*|mgmteth\S*"
+    r"|em\d+|fxp\d+|me\d+|vme\d*|eth\d+|loopback\d+|lo\d*|vlan\d+(\.\d+)?|irb\d*(\.\d+)?|system\d+(\.\d+)?"
+    r"|vxlan\d*|nve\d+|tunnel\d+|bridge\d*|br\d+|docker\d*|cpu\d*|null\d+)$"
+)
+_NON_FABRIC = re.compile(NON_FABRIC_PORT)
 
 
 def is_aggregate(port: str) -> bool:
-    """Whether `port` names a link aggregate (`AGGREGATE_PORT`), not a physical port."""
+    """Whether `port` names a link aggregate (`_AGGREGATES`), not a physical port."""
     return _AGGREGATE.match(port.strip()) is not None
+
+
+def is_fabric_port(port: str) -> bool:
+    """Whether a switch's `port` may be a cable of the fabric (`NON_FABRIC_PORT`: not management, loopback, VLAN,
+    overlay or aggregate)."""
+    return _NON_FABRIC.match(port.strip()) is None
 
 
 def _label(name: str) -> str | None:

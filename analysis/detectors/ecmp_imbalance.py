@@ -13,7 +13,8 @@ Method, relative to the group, on each member's own transmit samples (whatever t
 says little, its busy phases say what the hashing did):
 
 * a group is a leaf's ports towards the spines, or a spine's parallel links to one leaf (from LLDP; with LLDP
-  from the hosts only, the leaf's ports that face no host); groups of one member have no choice to make;
+  from the hosts only, the leaf's ports that face no host); in a 3-tier fabric also a spine's ports towards the
+  super-spines and a super-spine's parallel links to one spine; groups of one member have no choice to make;
 * a bucket is *imbalanced* when the group moves at least `min_gbps` and its member with the most bytes carries
   `fair_shares` fair shares (1/n) of them (at most `max_share`: with two members twice the fair share is all),
   the 90th percentile of its samples' utilization is `hot_p90` or more (saturated in its busy phases), with
@@ -130,20 +131,22 @@ WATERMARK = "queue_watermark_bytes"
 
 def _groups(ctx: Context) -> pl.DataFrame:
     """(device, port, group, n): every member of a group of two or more: a leaf's uplinks, a spine's parallel
-    links to one leaf."""
+    links to one leaf; in a 3-tier fabric also a spine's uplinks to the super-spines and a super-spine's parallel
+    links to one spine."""
     fabric = ctx.fabric
     rows = []
     for leaf in sorted(fabric.leaves):
         ups = fabric.uplinks(leaf)
         rows += [(leaf, port, f"{leaf} uplinks", len(ups)) for port in ups if len(ups) > 1]
-    for spine in sorted(fabric.spines):
-        to: dict[str, list[str]] = {}
-        for port in fabric.ports_of(spine):
-            peer = fabric.peer(spine, port)
-            if peer is not None and peer[0] in fabric.leaves:
-                to.setdefault(peer[0], []).append(port)
-        for leaf, ports in sorted(to.items()):
+    spines = fabric.spines - fabric.super_spines
+    for spine in sorted(spines):
+        for leaf, ports in sorted(fabric.parallel_links(spine, fabric.leaves).items()):
             rows += [(spine, port, f"{spine} links to {leaf}", len(ports)) for port in ports if len(ports) > 1]
+        ups = [p for ports in fabric.parallel_links(spine, fabric.super_spines).values() for p in ports]
+        rows += [(spine, port, f"{spine} uplinks", len(ups)) for port in ups if len(ups) > 1]
+    for top in sorted(fabric.super_spines):
+        for spine, ports in sorted(fabric.parallel_links(top, spines).items()):
+            rows += [(top, port, f"{top} links to {spine}", len(ports)) for port in ports if len(ports) > 1]
     schema = {"device": pl.String, "port": pl.String, "group": pl.String, "n": pl.Int32}
     return pl.DataFrame(rows, schema=schema, orient="row")
 

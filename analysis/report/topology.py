@@ -27,8 +27,8 @@ class Arrow:
 
 
 def _layout(fabric: Fabric, keep: set[str]) -> tuple[dict[str, tuple[float, float]], int]:
-    """Spines on top, leaves in the middle, hosts below grouped by their leaf. Returns the positions and
-    how many hosts were left out (large fabrics: only the hosts in `keep` are drawn)."""
+    """Super-spines (a 3-tier fabric's) on top, then spines, leaves, and hosts below grouped by their leaf. Returns
+    the positions and how many hosts were left out (large fabrics: only the hosts in `keep` are drawn)."""
     leaves = sorted(fabric.leaves)
     leaf_rank = {lf: i for i, lf in enumerate(leaves)}
     hosts = sorted(
@@ -43,7 +43,8 @@ def _layout(fabric: Fabric, keep: set[str]) -> tuple[dict[str, tuple[float, floa
         kept = [h for h in hosts if h in keep]
         left_out, hosts = len(hosts) - len(kept), kept
     pos: dict[str, tuple[float, float]] = {}
-    for y, row in ((2.0, sorted(fabric.spines)), (1.0, leaves), (0.0, hosts)):
+    tiers = ((3.0, sorted(fabric.super_spines)), (2.0, sorted(fabric.spines - fabric.super_spines)), (1.0, leaves))
+    for y, row in (*tiers, (0.0, hosts)):
         for i, name in enumerate(row):
             pos[name] = ((i + 0.5) / len(row), y)
     return pos, left_out
@@ -107,7 +108,7 @@ def topology_figure(fabric: Fabric, arrows: Sequence[Arrow], title: str) -> Figu
     if notes:
         ax.text(0.0, -0.02, "; ".join(notes), transform=ax.transAxes, fontsize=7, color="gray", va="top")
     ax.set_xlim(-0.02, 1.02)
-    ax.set_ylim(-0.75 if hosts_drawn > 8 else -0.4, 2.45)
+    ax.set_ylim(-0.75 if hosts_drawn > 8 else -0.4, 3.45 if fabric.super_spines else 2.45)
     ax.set_yticks([0, 1, 2], ["hosts", "leaves", "spines"])
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):

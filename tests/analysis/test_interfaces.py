@@ -1,5 +1,6 @@
-"""Link aggregates as real gear reports them: a switch's port-channel counts again what its members count
-(IF-MIB and OpenConfig report both), and a host's RoCE LAG (netdev `bond0`, RDMA device `mlx5_bond_0`) runs over
+"""Interfaces as real gear lists them: a switch reports its management, loopback and VLAN interfaces and its
+port-channels beside its front-panel ports (IF-MIB and OpenConfig list them all with counters; a port-channel
+counts again what its members count), and a host's RoCE LAG (netdev `bond0`, RDMA device `mlx5_bond_0`) runs over
 member ports that LLDP sees one by one, dual-homed to two leaves."""
 
 from __future__ import annotations
@@ -11,10 +12,10 @@ import pytest
 from rocescope.analysis.coverage import coverage_at
 from rocescope.analysis.fabric import Fabric, netdev_of
 from rocescope.analysis.frames import Frames
-from rocescope.analysis.names import is_aggregate
+from rocescope.analysis.names import is_aggregate, is_fabric_port
 from rocescope.pipeline.store import Store
 
-from gear import LINE, PORT_CLOCK, UPLINKS, fabric, found, nic_clock
+from gear import LINE, PORT_CLOCK, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
 from telemetry import Telemetry, steps
 
 
@@ -29,6 +30,45 @@ from telemetry import Telemetry, steps
 )  # fmt: skip
 def test_aggregates_are_known_by_their_vendors_names(port: str, aggregate: bool) -> None:
     assert is_aggregate(port) is aggregate
+
+
+@pytest.mark.parametrize(
+    "port",
+    ["Loopback0", "Management1", "Vlan10", "Port-Channel1", "mgmt0", "mgmt1/1/1", "MgmtEth0/RP0/CPU0/0", "eth0", "lo",
+     "lo0", "system0", "irb0.10", "Vxlan1", "nve1", "em0", "fxp0"],
+)  # fmt: skip
+def test_management_loopback_vlan_overlay_and_aggregate_interfaces_are_no_cables(port: str) -> None:
+    assert not is_fabric_port(port)
+
+
+@pytest.mark.parametrize("port", ["Ethernet1", "Ethernet49/1", "Et1/1", "ethernet-1/1", "swp1s0", "eth1/1/1", "etp1a"])
+def test_front_panel_ports_of_every_vendor_are_cables(port: str) -> None:
+    assert is_fabric_port(port)
+
+
+def test_a_leafs_management_loopback_and_vlan_interfaces_are_no_uplinks(store: Store, now: dt.datetime) -> None:
+    """An EOS leaf over SNMP lists Loopback0, Management1 and Vlan10 with counters beside its two uplinks, and
+    speaks LLDP on Management1 to the management network's switch (which sees every leaf there); the hosts speak
+    LLDP too. Communication phases saturate both uplinks evenly, marking: demand, not hashing. Taken for three more
+    uplinks (idle siblings), the logical interfaces made each busy uplink an ECMP imbalance."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    phases = [(float(s), s + 3.2) for s in range(0, 240, 5)]
+    for port in UPLINKS:
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b in phases]), PORT_CLOCK)
+        marks = steps(*[(a, b, 1e5) for a, b in phases])
+        t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", marks, QUEUE_CLOCK, priority=3)
+    for port, rate in (("Management1", 2e5), ("Loopback0", 0.0), ("Vlan10", 1e6)):
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(base=rate), PORT_CLOCK)
+        t.counter("leaf1", "switch", port, "rx_bytes", steps(base=rate), PORT_CLOCK)
+    t.link("leaf1", "Management1", "oob-mgmt-sw", "GigabitEthernet1/0/1")
+    t.link("leaf2", "Management1", "oob-mgmt-sw", "GigabitEthernet1/0/2")
+    t.counter("leaf2", "switch", "Ethernet1/1", "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+    t.land(store)
+
+    fab = Fabric.from_frames(Frames(store, t.window))
+    assert fab.uplinks("leaf1") == UPLINKS and "oob-mgmt-sw" not in fab.switches | fab.hosts
+    assert not found(store, t, "ecmp_imbalance")
 
 
 def test_a_roce_lag_rdma_port_is_its_bond() -> None:

@@ -8,6 +8,8 @@ import datetime as dt
 
 import pytest
 
+from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.frames import Frames
 from rocescope.pipeline.store import Store
 
 from gear import HOSTS, LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
@@ -142,3 +144,34 @@ def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
     (loss,) = found(store, t, "cnp_loss")
     assert loss.evidence["where"] == "nic" and loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0")
     assert 0.2 < loss.evidence["handled_share"] < 0.4
+
+
+def test_a_spine_uplink_imbalanced_towards_the_super_spines_of_a_three_tier_fabric(
+    store: Store, now: dt.datetime
+) -> None:
+    """A 3-tier fabric: leaf1 and leaf2 under spine1 and spine2, each spine with two uplinks to the super-spines
+    ss1 and ss2 (switch-side LLDP, super-spines nobody polls). In every communication phase spine1's uplink to
+    ss1 is saturated, marking, at 7x its sibling's bytes: an imbalance at the spine tier, towards the super-spines.
+    The super-spines are the top tier, not spines facing leaves."""
+    t = Telemetry(now, 240)
+    two_leaves(t)
+    phases = [(float(s), s + 3.2) for s in range(0, 240, 5)]
+    for k, spine in enumerate(("spine1", "spine2"), start=1):
+        t.link("leaf1", UPLINKS[k - 1], spine, "Ethernet1/1")
+        t.link("leaf2", UPLINKS[k - 1], spine, "Ethernet1/2")
+        for j, top in enumerate(("ss1", "ss2"), start=1):
+            t.link(spine, f"Ethernet3/{j}", top, f"Ethernet1/{k}")
+            rate = LINE if (spine, top) == ("spine1", "ss1") else LINE / 7
+            busy = steps(*[(a, b, rate) for a, b in phases])
+            t.counter(spine, "switch", f"Ethernet3/{j}", "tx_bytes", busy, Clock(1.0, 0.2 + 0.1 * j))
+            marks = steps(*[(a, b, 1e5) for a, b in phases]) if rate == LINE else steps()
+            t.counter(spine, "switch", f"Ethernet3/{j}", "queue_ecn_marked_packets", marks, QUEUE_CLOCK, priority=3)
+        for port in ("Ethernet1/1", "Ethernet1/2"):
+            t.counter(spine, "switch", port, "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+    t.land(store)
+
+    fab = Fabric.from_frames(Frames(store, t.window))
+    assert fab.super_spines == {"ss1", "ss2"} and fab.spines - fab.super_spines == {"spine1", "spine2"}
+    (imb,) = found(store, t, "ecmp_imbalance")
+    assert imb.ports[0] == "spine1:Ethernet3/1" and imb.devices == ("spine1", "ss1")
+    assert imb.evidence["hot_p90_utilization"] > 0.9
