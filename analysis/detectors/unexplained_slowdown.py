@@ -20,8 +20,9 @@ collective runs at its usual speed. Hence:
 
 Method: each operation against the median of its (job, communicator, operation, peer, size) outside slow
 spells (two passes: the first marks the buckets that are slow against the median of everything, the second
-takes the baseline without them); per job and `bucket_s`, the median inflation; buckets at
-`min_inflation` or more joined into spells (gaps of `gap_buckets`), those of `min_seconds` or more that no
+takes the baseline without them); per job and `bucket_s`, the median inflation of the operations that ran in the
+bucket (by time: an operation counts in every bucket its execution overlaps, its extra time spread over them);
+buckets at `min_inflation` or more joined into spells (gaps of `gap_buckets`), those of `min_seconds` or more that no
 earlier finding covers (the job among a finding's jobs, placed on its hosts or under its leaves, or paused
 by its spread: `rocescope.analysis.impact.candidate_jobs`) are findings. A rank is named when its score
 reaches `straggler_share`: with traces, its extra lateness over the latest rank's, when that explains at
@@ -130,20 +131,35 @@ class SlowdownParams(Params):
 
 
 def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
-    """Rows with `bucket`, `base` (their baseline execution time), `ratio`, `excess_us` and `slow_bucket`."""
+    """Rows with `bucket`, `base` (their baseline execution time), `ratio`, `excess_us` and `slow_bucket`, one per
+    collective and bucket its execution overlaps (`_rec`: the collective; `share`: the part of its execution in
+    the bucket, over which its excess is spread). By time, not by record: a storm the fabric missed stretches
+    collectives to 15 s, one record ending every third 5 s bucket, and buckets judged by the records ending in them
+    left that spell in pieces shorter than `min_seconds`; judged by what ran in them, every bucket is slow."""
     every = f"{round(p.bucket_s * 1000)}ms"
-    rows = rows.with_columns(bucket=pl.col("ts").dt.truncate(every))
+    bucket_end = pl.col("bucket") + pl.duration(microseconds=round(p.bucket_s * 1e6))
+    overlap = pl.min_horizontal("ts", bucket_end) - pl.max_horizontal("_began", "bucket")
+    rows = (
+        rows.with_row_index("_rec")
+        .with_columns(_began=began())
+        .with_columns(bucket=pl.datetime_ranges(pl.col("_began").dt.truncate(every), "ts", every))
+        .explode("bucket")
+        .with_columns(share=(overlap.dt.total_microseconds() / pl.col("exec_time_us").clip(1.0)).clip(0.0, 1.0))
+    )
+    # a collective of no measurable length is all in the bucket it ended in
+    rows = rows.with_columns(share=pl.when(pl.col("share").sum().over("_rec") > 0).then("share").otherwise(1.0))
 
     def judged(base_rows: pl.DataFrame) -> pl.DataFrame:
         base = (
-            base_rows.group_by(KEY)
+            base_rows.unique("_rec")
+            .group_by(KEY)
             .agg(base=pl.col("exec_time_us").median(), base_bw=pl.col("bus_bw_gbs").median(), _n=pl.len())
             .filter(pl.col("_n") >= p.min_baseline)
             .drop("_n")
         )
         return rows.join(base, on=KEY, how="inner").with_columns(
             ratio=pl.col("exec_time_us") / pl.col("base"),
-            excess_us=(pl.col("exec_time_us") - pl.col("base")) * pl.col("weight"),
+            excess_us=(pl.col("exec_time_us") - pl.col("base")) * pl.col("weight") * pl.col("share"),
         )
 
     def slow_buckets(frame: pl.DataFrame) -> pl.DataFrame:
@@ -151,10 +167,15 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
         return per.filter(pl.col("inflation") >= p.min_inflation).select("job_id", "bucket")
 
     first = judged(rows)
-    clean = rows.join(slow_buckets(first), on=["job_id", "bucket"], how="anti")
-    second = judged(clean)
+    touched = rows.join(slow_buckets(first), on=["job_id", "bucket"], how="semi").select("_rec")
+    second = judged(rows.join(touched, on="_rec", how="anti"))
     slow = slow_buckets(second).with_columns(slow_bucket=pl.lit(True))
     return second.join(slow, on=["job_id", "bucket"], how="left").with_columns(pl.col("slow_bucket").fill_null(False))
+
+
+def _records(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
+    """One row per collective (`_ratios` spreads them over buckets): the one of the bucket it ended in."""
+    return judged.filter(pl.col("bucket") == pl.col("ts").dt.truncate(f"{round(p.bucket_s * 1000)}ms"))
 
 
 def _spells(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
@@ -290,7 +311,7 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
         if row["end"] <= ctx.window.start:
             continue
         job = row["job_id"]
-        mine = judged.filter(pl.col("job_id") == job)
+        mine = _records(judged, p).filter(pl.col("job_id") == job)
         start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
         seconds = (end - start).total_seconds()
         if seconds < p.min_seconds - 1e-6 or _explained(ctx, job, start, end, slack):

@@ -303,3 +303,39 @@ def test_records_inspector_dropped_during_a_finding_make_its_loss_a_lower_bound(
     assert impact["hurt"] and impact["records_dropped"] == 40 and impact["lower_bound"] is True
     (plain,) = with_impact([deadlock], frames.collectives(600, 60), Fabric.from_frames(frames))
     assert "records_dropped" not in plain.evidence["impact"][job.job_id]
+
+
+def test_a_stall_of_few_very_long_collectives_is_one_slowdown_by_time(store: Store, now: dt.datetime) -> None:
+    """A storm no switch reported stretches a job's all-reduces from 20 ms to 15 s from 120 s to 200 s (each
+    collective issued when the last one ended, 230 ms of compute apart): a handful of records, one ending every
+    third 5 s bucket. Judged by the records ending in each bucket the spell fell apart into 5 s pieces and no
+    finding; judged by the time each collective ran, it is one slowdown over the spell, whose GPU-seconds are the
+    ranks' extra time."""
+    from rocescope.collectors.nccl.write import InspectorRecord
+
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x77")
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    records, clock, k, lost = [], 0.0, 0, 0.0
+    while clock < 300.0:
+        exec_s = 15.0 if SLOW[0] <= clock < SLOW[1] else 0.02
+        end = clock + exec_s
+        for r, host in enumerate(HOSTS):
+            records.append(
+                InspectorRecord(host=host, pid=1000 + r, communicator="0x77", rank=r, ranks=len(HOSTS),
+                                nodes=len(HOSTS), op="AllReduce", sequence=k, bytes=256 << 20,
+                                exec_time_us=int(exec_s * 1e6), dumped_at_us=int((now.timestamp() + end) * 1e6))
+            )  # fmt: skip
+        lost += len(HOSTS) * (exec_s - 0.02)
+        clock, k = end + 0.23, k + 1
+    land_collectives(store, records)
+
+    result = analyze(store, t.window, write=False)
+    assert not result.failed, result.failed
+    (slow,) = result.findings
+    assert slow.kind == "unexplained_slowdown" and slow.job_ids == (job.job_id,)
+    assert abs((slow.start - t.window.start).total_seconds() - SLOW[0]) <= 10
+    assert abs((slow.end - t.window.start).total_seconds() - (SLOW[1] + 15)) <= 10  # the last long one ends late
+    assert _within(slow.score, lost)
