@@ -25,8 +25,30 @@ class SelfMetrics:
         return total
 
 
-class SinkMetrics(SelfMetrics):
-    """The sink's own metrics: consumed, inserted, dead-lettered, lag, insert latency."""
+class CoverageMetrics(SelfMetrics):
+    """`rocescope_coverage`: what the latest window could judge, so a drop in coverage can alert. Exported by every
+    long-running command that holds the store (`analyze --follow`, `sink`)."""
+
+    def __init__(self, registry: CollectorRegistry | None = None):
+        super().__init__(registry)
+        self.coverage = Gauge(
+            "rocescope_coverage",
+            "Places (ports, devices, jobs) per finding kind by whether the latest window's telemetry could judge "
+            "them: judged, judged_with_caveat (an estimate or assumption), not_judged (`rocescope coverage` says why).",
+            ["kind", "state"],
+            registry=self.registry,
+        )
+
+    def record_coverage(self, states: dict[tuple[str, str], int]) -> None:
+        """The latest window's coverage states (label sets of earlier windows dropped)."""
+        self.coverage.clear()
+        for (kind, state), n in states.items():
+            self.coverage.labels(kind=kind, state=state).set(n)
+
+
+class SinkMetrics(CoverageMetrics):
+    """The sink's own metrics: consumed, inserted, dead-lettered, lag, insert latency, and the coverage of what it
+    landed (`sink.coverage_every_s`)."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         super().__init__(registry)
@@ -63,25 +85,16 @@ class SinkMetrics(SelfMetrics):
         self.buffered_rows = Gauge("rocescope_sink_buffered_rows", "Rows waiting for the next insert.", registry=r)
 
 
-class AnalysisMetrics(SelfMetrics):
-    """`analyze --follow`'s own metrics: what the latest window could judge, so a drop in coverage can alert."""
+class AnalysisMetrics(CoverageMetrics):
+    """`analyze --follow`'s own metrics: what the latest window could judge and found."""
 
     def __init__(self, registry: CollectorRegistry | None = None):
         super().__init__(registry)
-        self.coverage = Gauge(
-            "rocescope_coverage",
-            "Places (ports, devices, jobs) per finding kind by whether the latest window's telemetry could judge "
-            "them: judged, judged_with_caveat (an estimate or assumption), not_judged (`rocescope coverage` says why).",
-            ["kind", "state"],
-            registry=self.registry,
-        )
         self.findings = Gauge("rocescope_findings", "Findings in the latest window.", ["kind"], registry=self.registry)
 
     def record(self, states: dict[tuple[str, str], int], kinds: dict[str, int]) -> None:
         """The latest window's coverage states and findings per kind (label sets of earlier windows dropped)."""
-        self.coverage.clear()
-        for (kind, state), n in states.items():
-            self.coverage.labels(kind=kind, state=state).set(n)
+        self.record_coverage(states)
         self.findings.clear()
         for kind, n in kinds.items():
             self.findings.labels(kind=kind).set(n)

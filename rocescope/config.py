@@ -133,6 +133,12 @@ class SinkConfig(_Section):
     retry_backoff_max_s: float = Field(30.0, gt=0)
     metrics_host: str = "127.0.0.1"
     metrics_port: int = Field(0, ge=0, le=65535, description="0 disables the Prometheus endpoint.")
+    coverage_every_s: float = Field(
+        60.0,
+        ge=0,
+        description="Period of `rocescope_coverage` on the metrics endpoint: what the last analysis window "
+        "(analysis.window_minutes) of landed telemetry could judge; 0 turns it off.",
+    )
     dedup_messages: int = Field(
         100_000,
         ge=0,

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 import sys
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from enum import StrEnum
@@ -27,6 +29,7 @@ from rocescope.cli.common import (
 )
 from rocescope.errors import ConfigError, RocescopeError
 
+log = logging.getLogger(__name__)
 T = TypeVar("T")
 #: bytes of a streamed import file read at a time
 _BLOCK = 16 << 20
@@ -36,6 +39,7 @@ if TYPE_CHECKING:
 
     from rocescope.config import Settings
     from rocescope.pipeline.batch import Batch
+    from rocescope.pipeline.metrics import SinkMetrics
     from rocescope.pipeline.store import Store
 
 
@@ -560,9 +564,14 @@ def sink(
                 ttl_days=settings.store.ttl_days,
             )
             stop = run_until_stopped(seconds)  # a daemon timer: a sink stopped early exits at once
+            every = settings.sink.coverage_every_s if settings.sink.metrics_port else 0.0
+            next_coverage = time.monotonic() + every
             try:
                 while not stop.is_set():
                     worker.step(stop)
+                    if every and time.monotonic() >= next_coverage:
+                        _record_coverage(store, settings.analysis.window_minutes, metrics)
+                        next_coverage = time.monotonic() + every
             except KeyboardInterrupt:
                 stop.set()
             worker.flush(stop)
@@ -570,6 +579,21 @@ def sink(
     except RocescopeError as exc:
         raise fail(exc) from None
     console.print(f"sink stopped: {worker.status()}")
+
+
+def _record_coverage(store: Store, window_minutes: float, metrics: SinkMetrics) -> None:
+    """`rocescope_coverage` over the last analysis window of what landed. With an embedded store the sink is the one
+    process that holds it (`analyze --follow` cannot run beside it), so the sink says what can be judged; between
+    two steps of the sink, on its thread. A failure is one log line; the gauges keep their last values."""
+    from rocescope.analysis.coverage import coverage_at
+
+    end = dt.datetime.now(dt.UTC)
+    try:
+        states = coverage_at(store, end - dt.timedelta(minutes=window_minutes), end).states()
+    except RocescopeError as exc:
+        log.warning("coverage for the metrics endpoint failed: %s", exc)
+        return
+    metrics.record_coverage(states)
 
 
 def clickhouse_ddl(

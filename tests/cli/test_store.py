@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import os
 import signal
 import subprocess
@@ -16,6 +17,7 @@ import pyarrow.parquet as pq
 from typer.testing import CliRunner
 
 from rocescope.cli import app
+from rocescope.pipeline.batch import Batch, make_batch
 from rocescope.pipeline.kafka import KafkaBatchProducer, KafkaTransport
 from rocescope.testbed.tansu import Broker, free_port
 
@@ -58,8 +60,22 @@ def test_import_checks_the_schema(tmp_path: Path, write_config: Callable[..., Pa
     assert result.stdout.splitlines()[1] == "25"
 
 
+def _switch_port_bytes(reads: int) -> Batch:
+    """A switch port's transmit bytes read once a second, ending now."""
+    now = dt.datetime.now(dt.UTC)
+    ts = [now - dt.timedelta(seconds=reads - k) for k in range(reads)]
+    return make_batch(
+        "counters",
+        {"ts": ts, "device": ["leaf-9"] * reads, "role": ["switch"] * reads, "port": ["Ethernet0"] * reads,
+         "priority": [-1] * reads, "metric": ["tx_bytes"] * reads, "value": [1e9 * k for k in range(reads)],
+         "source": ["gnmi"] * reads, "raw_name": ["SAI_PORT_STAT_IF_OUT_OCTETS"] * reads},
+        key="leaf-9",
+    )  # fmt: skip
+
+
 def test_sink_command_against_kafka(tmp_path: Path, write_config: Callable[..., Path]) -> None:
-    """`rocescope sink` as its own process: Kafka in, chdb out, Prometheus metrics on loopback."""
+    """`rocescope sink` as its own process: Kafka in, chdb out, Prometheus metrics on loopback, with the coverage of
+    what it landed (the one process that holds an embedded store)."""
     broker = Broker(tmp_path).start()
     try:
         metrics_port = free_port()
@@ -67,13 +83,14 @@ def test_sink_command_against_kafka(tmp_path: Path, write_config: Callable[..., 
             tmp_path,
             f"transport:\n  kind: kafka\nkafka:\n  bootstrap_servers: ['{broker.bootstrap}']\n"
             f"  partitions: 2\n  session_timeout_ms: 6000\n"
-            f"sink:\n  max_seconds: 0.3\n  metrics_port: {metrics_port}\n",
+            f"sink:\n  max_seconds: 0.3\n  metrics_port: {metrics_port}\n  coverage_every_s: 1\n",
         )
         kafka_cfg = broker.kafka_config(partitions=2)
         KafkaTransport(kafka_cfg).ensure_topics(["counters"])
         producer = KafkaBatchProducer(kafka_cfg)
         for i in range(6):
             producer.publish(sample_batch("counters", 40, seed=i, device=f"leaf-{i}"))
+        producer.publish(_switch_port_bytes(reads=20))  # telemetry a coverage map can judge
         producer.flush(30)
         producer.close()
         proc = subprocess.Popen(
@@ -82,10 +99,11 @@ def test_sink_command_against_kafka(tmp_path: Path, write_config: Callable[..., 
             stderr=subprocess.STDOUT,
             env={**os.environ},
         )
-        landed = 'rocescope_sink_rows_inserted_total{table="counters"} 240.0'
+        landed = 'rocescope_sink_rows_inserted_total{table="counters"} 260.0'
+        judged = 'rocescope_coverage{kind="'  # what the landed telemetry can judge, as `analyze --follow` says it
         body = ""
         deadline = time.monotonic() + 25
-        while time.monotonic() < deadline and landed not in body:
+        while time.monotonic() < deadline and not (landed in body and judged in body):
             time.sleep(0.5)
             try:
                 body = urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=2).read().decode()
@@ -94,12 +112,12 @@ def test_sink_command_against_kafka(tmp_path: Path, write_config: Callable[..., 
         proc.send_signal(signal.SIGTERM)  # landed (or timed out): a stopped sink flushes, commits and says so
         output = proc.communicate(timeout=60)[0].decode()
         assert proc.returncode == 0, output
-        assert landed in body, body[-2000:]
-        assert "inserted_rows=240" in output
+        assert landed in body and judged in body, body[-2000:]
+        assert "inserted_rows=260" in output
     finally:
         broker.stop()
     result = runner.invoke(app, ["--config", str(cfg), "sql", "SELECT count() AS n FROM counters", "-f", "csv"])
-    assert result.stdout.splitlines()[1] == "240"
+    assert result.stdout.splitlines()[1] == "260"
 
 
 def test_serve_http_lets_a_clickhouse_client_read_the_embedded_store(
