@@ -59,6 +59,7 @@ __all__ = [
     "ImpactParams",
     "began",
     "candidate_jobs",
+    "concerning",
     "measure",
     "overlapping",
     "usable",
@@ -263,6 +264,15 @@ def _silences(rows: pl.DataFrame, targets: pl.DataFrame, p: ImpactParams) -> pl.
 
 def _hosts_of(f: Finding, fabric: Fabric) -> set[str]:
     return (set(f.devices) | {split_ref(r)[0] for r in f.ports}) & fabric.hosts
+
+
+def concerning(
+    findings: Iterable[Finding], fabric: Fabric, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta
+) -> list[Finding]:
+    """The findings that overlap [start, end] (widened by `slack`) and concern `job` (`candidate_jobs`): what may
+    explain a job's own trouble in that span."""
+    near = [f for f in findings if f.start <= end + slack and f.end >= start - slack]
+    return [f for f in near if job in candidate_jobs(f, fabric)]
 
 
 def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:

@@ -32,7 +32,7 @@ import polars as pl
 
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.findings import Finding, Severity
-from rocescope.analysis.impact import SERIES, STOPPING_KINDS, ImpactParams, candidate_jobs, usable
+from rocescope.analysis.impact import SERIES, STOPPING_KINDS, ImpactParams, concerning, usable
 from rocescope.analysis.placements import rank_nic
 
 KIND = "nccl_hang"
@@ -141,13 +141,8 @@ def _placed(ctx: Context, job: str, after: dt.datetime) -> bool:
 
 
 def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta) -> bool:
-    return any(
-        f.kind in STOPPING_KINDS
-        and f.start <= end + slack
-        and f.end >= start - slack
-        and job in candidate_jobs(f, ctx.fabric)
-        for f in ctx.prior
-    )
+    """An earlier finding that stops collectives concerns the job in the silence: it owns the silence."""
+    return any(f.kind in STOPPING_KINDS for f in concerning(ctx.prior, ctx.fabric, job, start, end, slack))
 
 
 def _active(rows: pl.DataFrame, job: str, start: dt.datetime, limit_s: float) -> list[str]:

@@ -41,7 +41,7 @@ import polars as pl
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
-from rocescope.analysis.impact import KEY, ImpactParams, began, candidate_jobs, usable
+from rocescope.analysis.impact import KEY, ImpactParams, began, concerning, usable
 from rocescope.analysis.placements import rank_nic
 
 KIND = "unexplained_slowdown"
@@ -217,11 +217,7 @@ def _edges(
 
 def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta) -> list[Finding]:
     """Earlier findings of another kind that overlap the spell and concern the job."""
-    return [
-        f
-        for f in ctx.prior
-        if f.kind != KIND and f.start <= end + slack and f.end >= start - slack and job in candidate_jobs(f, ctx.fabric)
-    ]
+    return [f for f in concerning(ctx.prior, ctx.fabric, job, start, end, slack) if f.kind != KIND]
 
 
 def _scores(
