@@ -348,7 +348,7 @@ def _lost_packets(pkt: float, x: float, f: int, prio: Arr, lossless: int, path: 
         pc[path[f, 0], C_SEQ_ERR] += x / pkt
 
 
-@inline  # per flow-hop of a step where a queue overflows: a real call's reference counts cost ~15% of such runs
+@jit
 def _drop(
     f: int, h: int, x: float, at_ingress: bool, prm: Arr, path: Arr, nh: Arr, ingr: Arr, sw: Arr, peer: Arr,
     prio: Arr, qf: Arr, arr: Arr, qlen: Arr, occ: Arr, used: Arr, tot_dropped: Arr, remaining: Arr,
@@ -376,7 +376,7 @@ def _drop(
     _lost_packets(pkt, x, f, prio, int(prm[P_LOSSLESS]), path, nh, peer, pc)
 
 
-@inline  # per flow-hop of a step where PFC holds bytes back (an incast, a storm): inlined, as `_drop`
+@jit
 def _give_back(
     f: int, h: int, x: float, prm: Arr, path: Arr, ingr: Arr, delayed: Arr, sw: Arr, pfc_on: Arr, prio: Arr,
     qf: Arr, arr: Arr, dep: Arr, qlen: Arr, occ: Arr, used: Arr, ret: Arr, remaining: Arr, tot_sent: Arr,
