@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import fcntl
 import hashlib
+import itertools
 import pickle
 import shutil
 from collections.abc import Callable, Iterator
@@ -70,7 +71,11 @@ def _copy(shared: Path, root: Path, db: str) -> RunSummary:
 
 @pytest.fixture(scope="session")
 def land(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[..., Landed]:
-    """land(scenario name or Scenario, seed=None, duration_s=None, impacts=False) -> Landed, cached per arguments.
+    """land(scenario name or Scenario, seed=None, duration_s=None, impacts=False, private=False) -> Landed, cached
+    per arguments.
+
+    With `private`, a database of the caller's own, for a test that changes what landed (replaces endpoints,
+    renames devices): the same shared run (simulated once for every worker), copied again on every call.
 
     With `impacts`, the ground truth carries each incident's toll measured against counterfactual reruns of the
     fabric (one rerun per incident that overlaps other activity: as long as the run itself), which only the
@@ -80,25 +85,33 @@ def land(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Callable[.
     shared = (base.parent if worker_id != "master" else base) / "landed-shared"
     shared.mkdir(exist_ok=True)
     cache: dict[tuple[Any, ...], Landed] = {}
+    databases = itertools.count()
 
     def _land(
-        scenario: str | Scenario, seed: int | None = None, duration_s: float | None = None, impacts: bool = False
+        scenario: str | Scenario,
+        seed: int | None = None,
+        duration_s: float | None = None,
+        impacts: bool = False,
+        private: bool = False,
     ) -> Landed:
         sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
         if seed is not None:
             sc = sc.model_copy(update={"seed": seed})
         key = (sc.model_dump_json(), duration_s, impacts)
-        if key not in cache:
-            db = f"t{len(cache)}_{sc.name}".replace("-", "_")
-            run = shared / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
-            with _locked(run.with_suffix(".lock")):
-                if run.exists():
-                    summary = _copy(run, root, db)
-                else:
-                    settings = Settings(store=StoreConfig(path=root, database=db, ttl_days=0))
-                    summary = run_scenario(settings, sc, duration_s, counterfactuals=impacts)
-                    _share(run, root, db, summary)
-            cache[key] = Landed(root, db, summary)
-        return cache[key]
+        if key in cache and not private:
+            return cache[key]
+        db = f"{'p' if private else 't'}{next(databases)}_{sc.name}".replace("-", "_")
+        run = shared / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+        with _locked(run.with_suffix(".lock")):
+            if run.exists():
+                summary = _copy(run, root, db)
+            else:
+                settings = Settings(store=StoreConfig(path=root, database=db, ttl_days=0))
+                summary = run_scenario(settings, sc, duration_s, counterfactuals=impacts)
+                _share(run, root, db, summary)
+        landed = Landed(root, db, summary)
+        if not private:
+            cache[key] = landed
+        return landed
 
     return _land

@@ -20,7 +20,8 @@ from rocescope.sim.scenario import load_scenario
 
 from landed import Landed
 
-SEED = 917  # runs of their own: these tests replace their endpoints and links
+#: Runs no other test lands (each test changes its copy: `private`)
+SEED = 917
 
 
 def _seen(findings: list[Finding]) -> list[tuple[Any, ...]]:
@@ -36,7 +37,7 @@ def _seen(findings: list[Finding]) -> list[tuple[Any, ...]]:
 
 def test_a_pod_list_without_an_inventory_places_jobs_on_their_hosts_nics(land: Callable[..., Landed]) -> None:
     scenario = load_scenario("two_jobs_checkpoint").model_copy(update={"seed": SEED})
-    run = land(scenario)
+    run = land(scenario, private=True)
     world = build_world(scenario, None, run.summary.start)
     placed, bad = parse_pods(pod_list_json(world.jobs, world.topology, run.summary.start), Inventory())
     assert bad == 0 and placed and {r.netdev for r in placed} == {""}  # no NIC is named
@@ -52,7 +53,7 @@ def test_a_pod_list_without_an_inventory_places_jobs_on_their_hosts_nics(land: C
 def test_fqdn_names_from_lldp_kubernetes_and_nccl_are_the_devices_counters_name(land: Callable[..., Landed]) -> None:
     """LLDP system names as FQDNs, Kubernetes node names as upper-case FQDNs, NCCL's hostname as the FQDN; the
     counters keep the short names."""
-    run = land(load_scenario("pfc_storm").model_copy(update={"seed": SEED}))
+    run = land("pfc_storm", private=True)  # the storm tests' run, in a database of this test's own
     fqdn = "concat(toString({c}), '.dc1.example.com')"
     renames = {
         "links": {"device": fqdn, "peer_device": fqdn},
@@ -98,7 +99,7 @@ def test_switches_known_by_address_are_found_at_the_ends_of_the_cables_lldp_name
     it, here SONiC's alias `etpN`, carries that host port's traffic), or from the switches too, their own LLDP
     imported under their system names (leaves are found from their hosts, then spines from the leaves).
     Findings name the same devices."""
-    run = land(load_scenario(scenario).model_copy(update={"seed": SEED, "profile": profile}))
+    run = land(load_scenario(scenario).model_copy(update={"seed": SEED, "profile": profile}), private=True)
     with run.open() as store:
         sql = "SELECT DISTINCT toString(device) AS d FROM counters WHERE role = 'switch' ORDER BY d"
         address = {name: f"10.0.0.{i + 1}" for i, name in enumerate(store.query_arrow(sql).column("d").to_pylist())}
