@@ -1,5 +1,6 @@
-"""The link health detector: a flapping uplink with failing optics, optics failing without a flap, and a
-port without PFC on the lossless priority (ground truth from the simulator), and runs without any."""
+"""The link health detector: a flapping uplink with failing optics (and those optics alone, where the flaps fall
+short of an episode), and a port without PFC on the lossless priority (ground truth from the simulator), and runs
+without any."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 import pytest
 
 from rocescope.analysis.run import analyze, overrides_from
-from rocescope.sim.scenario import Scenario, load_scenario
 from rocescope.sim.scoring import score
 
 from landed import Landed
@@ -36,36 +36,22 @@ def test_one_finding_per_flapping_episode_with_its_errors(land: Callable[..., La
     assert score(run.truths, found, 1.0)["link_flap"].recall == 1.0
 
 
-def test_flap_thresholds(land: Callable[..., Landed]) -> None:
+def test_flap_thresholds_leave_the_failing_optics(land: Callable[..., Landed]) -> None:
+    """Where the flaps are no flapping episode, the errors the failing optics made while up remain: one
+    degraded-optics finding over the incident, at the leaf's port, with its error ratio."""
     run = land("link_flap")
     fewer = _find(run, overrides_from({"link_health": {"min_flaps": 7}}))
     # six downs are no flapping episode then; what remains is the failing optics
-    assert [f.kind for f in fewer] == ["degraded_optics"]
+    (f,) = fewer
+    assert f.kind == "degraded_optics"
+    assert f.ports[0] == "leaf-r0-01:Ethernet32" and set(f.devices) == {"leaf-r0-01", "spine-01"}
+    assert abs((f.start - run.at(60)).total_seconds()) <= 2 and abs((f.end - run.at(120)).total_seconds()) <= 2
+    assert f.evidence["errors"]["leaf-r0-01:Ethernet32"]["error_ratio"] > 1e-4
     # flaps 10 s apart are separate outages when the merge gap is shorter: none is a flapping episode
     split = _find(run, overrides_from({"link_health": {"merge_gap_s": 5}}))
     assert [f.kind for f in split] == ["degraded_optics"]
-
-
-def _optics_only() -> Scenario:
-    """The link_flap scenario's failing optics with a single 10 ms outage between two polls, too short
-    for any poll of `oper_up` to see: what remains is FCS errors without a flap."""
-    sc = load_scenario("link_flap")
-    (inc,) = sc.incidents
-    changed = {**inc.model_dump(), "start": 60.5, "end": 120.0, "period": 1000.0, "down": 0.01}
-    return sc.model_validate({**sc.model_dump(), "name": "optics_only", "incidents": [changed]})
-
-
-def test_errors_without_flaps_are_degraded_optics(land: Callable[..., Landed]) -> None:
-    run = land(_optics_only(), duration_s=150)
-    found = _find(run)
-    optics = [f for f in found if f.kind == "degraded_optics"]
-    assert [f.kind for f in found if f.kind == "link_flap"] == []
-    (f,) = optics
-    assert f.ports[0] == "leaf-r0-01:Ethernet32" and set(f.devices) == {"leaf-r0-01", "spine-01"}
-    assert abs((f.start - run.at(60.5)).total_seconds()) <= 2 and abs((f.end - run.at(120)).total_seconds()) <= 2
-    assert f.evidence["errors"]["leaf-r0-01:Ethernet32"]["error_ratio"] > 1e-4
-    strict = _find(run, overrides_from({"link_health": {"min_error_ratio": 0.01}}))
-    assert [f for f in strict if f.kind == "degraded_optics"] == []
+    strict = _find(run, overrides_from({"link_health": {"min_flaps": 7, "min_error_ratio": 0.01}}))
+    assert strict == []
 
 
 def test_drops_on_the_lossless_priority_without_pause_are_a_pfc_misconfig(land: Callable[..., Landed]) -> None:
