@@ -114,7 +114,6 @@ LONGEST_FIRST = (
     "pipeline/test_retention.py",
     "cli/test_profiles.py",
     "fuzz/test_atheris.py",
-    "cli/test_demo_kafka.py",
     "collectors/test_importers.py",
     "cli/test_sim.py",
     "faults/test_sink_crash.py",

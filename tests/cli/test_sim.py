@@ -21,24 +21,25 @@ TABLES = ("counters", "links", "endpoints")
 
 
 @pytest.fixture(scope="module")
-def kafka_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str]]:
-    """(config, output, broker address) of one `demo --kafka` run (incast, 75 s) through a broker of its own."""
+def kafka_demo(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, str, str, Path]]:
+    """(config, output, broker address, output folder) of one `demo --kafka --processes` run (incast, 75 s) through
+    a broker of its own: the sink and the analysis as processes of their own."""
     folder = tmp_path_factory.mktemp("kafka-demo")
     broker = Broker(folder).start()
     try:
         cfg = folder / "rocescope.yaml"
         kafka = f"kafka:\n  bootstrap_servers: ['{broker.bootstrap}']\nsink:\n  max_seconds: 0.3\n"
         cfg.write_text(f"store:\n  path: {folder / 'data'}\n{kafka}")
-        args = ["--config", str(cfg), "demo", "--fast", "--kafka", "--scenario", "incast", "--duration", "75s"]
-        result = runner.invoke(app, [*args, "--out", str(folder / "out")])
+        args = ["--config", str(cfg), "demo", "--fast", "--kafka", "--processes", "--scenario", "incast"]
+        result = runner.invoke(app, [*args, "--duration", "75s", "--out", str(folder / "out")])
         assert result.exit_code == 0, result.output
-        yield str(cfg), result.output, broker.bootstrap
+        yield str(cfg), result.output, broker.bootstrap, folder / "out"
     finally:
         broker.stop()
 
 
-def test_demo_then_sql_in_every_format(kafka_demo: tuple[str, str, str], tmp_path: Path) -> None:
-    cfg, output, _ = kafka_demo
+def test_demo_then_sql_in_every_format(kafka_demo: tuple[str, str, str, Path], tmp_path: Path) -> None:
+    cfg, output, _, _ = kafka_demo
     assert "ground truth" in output and "incast" in output
 
     query = (
@@ -65,11 +66,14 @@ def test_demo_then_sql_in_every_format(kafka_demo: tuple[str, str, str], tmp_pat
     assert result.exit_code == 1 and "UNKNOWN_IDENTIFIER" in result.output
 
 
-def test_demo_over_kafka_lands_every_row_it_published(kafka_demo: tuple[str, str, str]) -> None:
-    """`demo --kafka` sends every batch through the broker (a real Kafka-protocol one) and lands them with a
-    sink on a thread of the demo's process: every row the run published is in the store (the counts the demo
-    prints), and the topics hold them."""
-    cfg, output, bootstrap = kafka_demo
+def test_demo_over_kafka_lands_every_row_it_published(kafka_demo: tuple[str, str, str, Path]) -> None:
+    """`demo --kafka --processes` sends every batch through the broker (a real Kafka-protocol one, the one
+    configured) and lands them with a sink process of its own, then analyzes in another: every row the run
+    published is in the store (the counts the demo prints), and the topics hold them."""
+    cfg, output, bootstrap, out = kafka_demo
+    assert "started a local broker" not in output, "the configured broker was used"
+    assert "sink: process" in output and "sink stopped" in (out / "sink.log").read_text()
+    assert "finding(s)" in (out / "analyze.log").read_text()
     printed = " ".join(output.split())  # the console wraps long lines
     sent = {t: m.group(1) for t in TABLES if (m := re.search(rf"rows published:[^:]*?\b{t} (\d+)", printed))}
     query = "SELECT " + ", ".join(f"(SELECT count() FROM {t})" for t in TABLES)
