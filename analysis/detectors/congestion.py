@@ -55,7 +55,9 @@ class FanInParams(Params):
 
     min_watermark_bytes: float = threshold(
         1e6,
-        "Queue watermark that counts as congested (above a 400G ECN Kmin of a few 100 KB).",
+        "Queue watermark that counts as congested by itself (above a 400G ECN Kmin of a few 100 KB); a lower "
+        "peak counts where the queue's own ECN marks in the read's interval show it passed its Kmin "
+        "(`marked_watermarks`).",
         "derivation: above the ECN Kmin of a few hundred KB used at 100-400G, so a queue that peaked this high "
         "passed its marking threshold, not only a short standing backlog.",
         gt=0,
@@ -141,16 +143,49 @@ def downlink_evidence(ctx: Context, p: FanInParams) -> pl.DataFrame:
     parts = [x.with_columns(pl.col("priority").cast(pl.Int8)) for x in parts if not x.is_empty()]
     if not parts:
         return pl.DataFrame()
-    out = pl.concat(parts, how="vertical_relaxed")
+    return _downlinks(ctx, pl.concat(parts, how="vertical_relaxed")).select(cols)
+
+
+def _downlinks(ctx: Context, rows: pl.DataFrame) -> pl.DataFrame:
+    """`rows` of receiver-facing ports only (none: an empty frame)."""
+    fabric = ctx.fabric
     down = [
         (d, port)
-        for d, port in out.select("device", "port").unique().iter_rows()
+        for d, port in rows.select("device", "port").unique().iter_rows()
         if fabric.port_kind(d, port) == "downlink"
     ]
     if not down:
-        return pl.DataFrame()
+        return rows.clear()
     keep = pl.DataFrame(down, schema={"device": pl.String, "port": pl.String}, orient="row")
-    return out.join(keep, on=["device", "port"], how="semi").select(cols)
+    return rows.join(keep, on=["device", "port"], how="semi")
+
+
+def marked_watermarks(ctx: Context, p: FanInParams) -> pl.DataFrame:
+    """Watermark reads of receiver-facing queues below `min_watermark_bytes` whose own ECN marks inside the read's
+    interval show the queue passed its marking threshold, as `downlink_evidence` rows of kind `watermark`.
+
+    Kmin is the operator's (a few hundred KB at 100-400G, lower on shallow-buffer ASICs) and no counter reports
+    it, so a fixed byte floor either drops peaks above a low Kmin or takes standing backlogs below a high one. A
+    marked packet exists only while its queue is above Kmin, so marks in the read's interval prove the crossing
+    whatever Kmin is set. The receiver's CNPs do not count here: they answer marks made at any hop of its flows
+    (a spine's queue), not only at this one."""
+    marks = ctx.frames.rates([QUEUE_ECN], roles=["switch"]).filter(pl.col("rate") > 0)
+    if marks.is_empty():
+        return pl.DataFrame()
+    devices = sorted(set(marks["device"].to_list()))
+    reads = ctx.frames.gauges([QUEUE_WM], roles=["switch"], devices=devices)
+    if reads.is_empty():
+        return pl.DataFrame()
+    reads = with_intervals(reads, KEYS).filter(pl.col("value") > 0, pl.col("value") < p.min_watermark_bytes)
+    seen = reads.join(marks.select(*KEYS, pl.col("ts").alias("_m"), pl.col("dt_s").alias("_md")), on=KEYS).filter(
+        pl.col("_m") > pl.col("ts") - _duration(pl.col("dt_s")), pl.col("_m") - _duration(pl.col("_md")) < pl.col("ts")
+    )
+    out = seen.select(*KEYS, "ts", "dt_s", pl.lit("watermark").alias("kind"), "value").unique(maintain_order=True)
+    return _downlinks(ctx, out.with_columns(pl.col("priority").cast(pl.Int8)))
+
+
+def _duration(seconds: pl.Expr) -> pl.Expr:
+    return pl.duration(microseconds=(seconds * 1e6).cast(pl.Int64))
 
 
 def port_utilization(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:

@@ -51,6 +51,7 @@ from rocescope.analysis.detectors.congestion import (
     Sender,
     downlink_evidence,
     fan_in,
+    marked_watermarks,
     port_load,
     port_utilization,
 )
@@ -131,11 +132,14 @@ def _seconds(value: pl.Expr) -> pl.Expr:
 def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     """Burst readings (see the module docstring), with the port's mean transmit rate and utilization over each."""
     evidence = downlink_evidence(ctx, p)
-    if evidence.is_empty():
-        return pl.DataFrame()
-    reads = evidence.filter(pl.col("kind") == "watermark").rename({"value": "watermark"}).drop("kind")
+    reads = pl.concat(
+        [x.filter(pl.col("kind") == "watermark") for x in (evidence, marked_watermarks(ctx, p)) if not x.is_empty()]
+        or [pl.DataFrame()],
+        how="vertical_relaxed",
+    )
     if reads.is_empty():
         return pl.DataFrame()
+    reads = reads.rename({"value": "watermark"}).drop("kind")
     util = port_load(ctx, reads.select("device", "port").unique(), p.lossless_priorities)
     # another clock may stamp a transmit sample up to half of its own interval late
     reads = mean_over(reads, util, ["device", "port"], "tx_Bps", late_reads=0.5)
@@ -268,6 +272,8 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     if bursts.is_empty():
         return []
     evidence = downlink_evidence(ctx, p)
+    if evidence.is_empty():  # marked reads below the watermark floor only: no other evidence, typed
+        evidence = bursts.select(*KEYS, "ts", "dt_s", kind=pl.lit("watermark"), value="watermark").clear()
     marked = _corroborating(evidence, bursts)
     bursts = bursts.join(marked, on=[*KEYS, "ts"], how="left").with_columns(
         pl.max_horizontal(pl.lit(1), pl.col("marked").fill_null(0)).alias("intervals")

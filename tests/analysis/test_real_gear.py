@@ -136,6 +136,40 @@ def test_microbursts_under_60_s_watermarks_are_a_few_readings_not_60_bursts(stor
     assert not found(store, t, "incast")
 
 
+@pytest.mark.parametrize("marks_per_s", [2e4, 0.0], ids=["marked", "unmarked"])
+def test_burst_peaks_below_the_watermark_floor_count_where_their_queue_marked(
+    store: Store, now: dt.datetime, marks_per_s: float
+) -> None:
+    """Bursts whose queue peaks at 600 KB: under the 1 MB watermark floor, above an ECN Kmin of 400 KB. Where the
+    queue's own ECN counter marked in the read's interval (600 marks a burst, ~300/s: under the 1000/s that counts
+    as marking by itself), the queue passed its Kmin, whatever the operator set it to: microbursts. The same
+    peaks without a mark (a standing backlog under a higher Kmin) are none."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    spans = [(s, s + 0.03) for s in range(60, 180, 2)]  # 30 ms every 2 s for two minutes
+    port = PORTS["gpu-05"]
+    t.counter(
+        "leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b in spans], base=0.1 * LINE), PORT_CLOCK
+    )
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*[(a, b, 6e5) for a, b in spans], base=3e4),
+            WM_CLOCK, priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, marks_per_s) for a, b in spans]),
+              QUEUE_CLOCK, 3)  # fmt: skip
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)
+    t.land(store)
+
+    bursts = found(store, t, "microburst")
+    if marks_per_s:
+        (burst,) = bursts
+        assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["peak_watermark_bytes"] == pytest.approx(6e5)
+        began, ended = ((x - now).total_seconds() for x in (burst.start, burst.end))
+        assert 0 <= began <= 70 and 170 <= ended <= 200, (began, ended)  # within a 60 s read of the bursts
+    else:
+        assert bursts == []
+    assert not found(store, t, "incast")
+
+
 def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(store: Store, now: dt.datetime) -> None:
     """Bursts from 30 s to the end of the window: the seconds after the last 60 s watermark read carry bursts
     nobody read yet. Taken for the port's quiet rate, they would make each burst add no bytes (a queue that
