@@ -24,10 +24,11 @@ from collections.abc import Sequence
 
 import polars as pl
 
-__all__ = ["covering", "mean_over", "with_intervals"]
+__all__ = ["as_duration", "covering", "mean_over", "with_intervals"]
 
 
-def _us(seconds: pl.Expr) -> pl.Expr:
+def as_duration(seconds: pl.Expr) -> pl.Expr:
+    """Seconds (a float column) as a polars duration, to the microsecond."""
     return pl.duration(microseconds=(seconds * 1e6).round().cast(pl.Int64))
 
 
@@ -73,11 +74,11 @@ def mean_over(
             pl.col("dt_s").cum_sum().over(by).alias("_cum_s"),
         )
     )
-    shift = _us(pl.col("_late"))
+    shift = as_duration(pl.col("_late"))
     when = source.schema["ts"]
     rows = _late(frame.with_row_index("_row"), source, by, late_reads).with_columns(
         (pl.col("ts") + shift).cast(when).alias("_hi"),
-        (pl.col("ts") - _us(pl.col("dt_s")) + shift).cast(when).alias("_lo"),
+        (pl.col("ts") - as_duration(pl.col("dt_s")) + shift).cast(when).alias("_lo"),
     )
     keys = src.select(*by, "ts", "_cum", "_cum_s")
 
@@ -119,7 +120,7 @@ def covering(
             tolerance=None,
             check_sortedness=False,
         )
-        .filter(pl.col("_t") - _us(pl.col("_d") * (1 + late_reads)) <= pl.col("ts"))
+        .filter(pl.col("_t") - as_duration(pl.col("_d") * (1 + late_reads)) <= pl.col("ts"))
         .select("_row", *columns)
     )
     return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")

@@ -36,7 +36,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from rocescope.analysis.align import covering, mean_over, with_intervals
+from rocescope.analysis.align import as_duration, covering, mean_over, with_intervals
 from rocescope.analysis.detectors.base import Context, Params, lossless_threshold, threshold
 from rocescope.analysis.fabric import with_ifaces
 
@@ -178,14 +178,11 @@ def marked_watermarks(ctx: Context, p: FanInParams) -> pl.DataFrame:
         return pl.DataFrame()
     reads = with_intervals(reads, KEYS).filter(pl.col("value") > 0, pl.col("value") < p.min_watermark_bytes)
     seen = reads.join(marks.select(*KEYS, pl.col("ts").alias("_m"), pl.col("dt_s").alias("_md")), on=KEYS).filter(
-        pl.col("_m") > pl.col("ts") - _duration(pl.col("dt_s")), pl.col("_m") - _duration(pl.col("_md")) < pl.col("ts")
+        pl.col("_m") > pl.col("ts") - as_duration(pl.col("dt_s")),
+        pl.col("_m") - as_duration(pl.col("_md")) < pl.col("ts"),
     )
     out = seen.select(*KEYS, "ts", "dt_s", pl.lit("watermark").alias("kind"), "value").unique(maintain_order=True)
     return _downlinks(ctx, out.with_columns(pl.col("priority").cast(pl.Int8)))
-
-
-def _duration(seconds: pl.Expr) -> pl.Expr:
-    return pl.duration(microseconds=(seconds * 1e6).cast(pl.Int64))
 
 
 def port_utilization(ctx: Context, ports: pl.DataFrame) -> pl.DataFrame:

@@ -40,7 +40,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.align import covering, mean_over, with_intervals
+from rocescope.analysis.align import as_duration, covering, mean_over, with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, threshold
 from rocescope.analysis.detectors.congestion import (
     KEYS,
@@ -125,10 +125,6 @@ class MicroburstParams(FanInParams):
     )
 
 
-def _seconds(value: pl.Expr) -> pl.Expr:
-    return pl.duration(microseconds=(value * 1e6).cast(pl.Int64))
-
-
 def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     """Burst readings (see the module docstring), with the port's mean transmit rate and utilization over each."""
     evidence = downlink_evidence(ctx, p)
@@ -153,8 +149,8 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
         "device", "port", pl.col("ts").alias("_s"), pl.col("dt_s").alias("_sd")
     )
     seen = reads.join(full, on=["device", "port"]).filter(
-        pl.col("_s") - _seconds(pl.col("_sd")) < pl.col("ts") + _seconds(0.5 * pl.col("_sd")),
-        pl.col("_s") > pl.col("ts") - _seconds(pl.col("dt_s")) - _seconds(0.5 * pl.col("_sd")),
+        pl.col("_s") - as_duration(pl.col("_sd")) < pl.col("ts") + as_duration(0.5 * pl.col("_sd")),
+        pl.col("_s") > pl.col("ts") - as_duration(pl.col("dt_s")) - as_duration(0.5 * pl.col("_sd")),
     )
     reads = reads.join(seen.select("ts", *KEYS).unique(), on=["ts", *KEYS], how="anti")
     if reads.is_empty():
@@ -178,7 +174,7 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
 def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
     """Per burst reading, the ECN-marking and CNP-sending samples of its port inside its interval."""
     other = evidence.filter(pl.col("kind") != "watermark").select("device", "port", pl.col("ts").alias("_t"))
-    spans = reads.select(*KEYS, "ts", (pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo"))
+    spans = reads.select(*KEYS, "ts", (pl.col("ts") - as_duration(pl.col("dt_s"))).alias("_lo"))
     hits = spans.join(other, on=["device", "port"]).filter(pl.col("_t") > pl.col("_lo"), pl.col("_t") <= pl.col("ts"))
     return hits.group_by(*KEYS, "ts").agg(pl.col("_t").n_unique().alias("marked"))
 
@@ -197,7 +193,7 @@ def _marked_span(ctx: Context, evidence: pl.DataFrame, row: dict[str, Any], p: M
     inside = marks.filter(pl.col("ts") > start, pl.col("ts") <= end)
     if inside.is_empty():
         return start, end
-    first: dt.datetime = inside.select((pl.col("ts") - _seconds(pl.col("dt_s"))).min()).item()
+    first: dt.datetime = inside.select((pl.col("ts") - as_duration(pl.col("dt_s"))).min()).item()
     last: dt.datetime = inside.select(pl.col("ts").max()).item()
     if not _read_after(ctx, row, end):
         for ts, dt_s in marks.filter(pl.col("ts") > end).select("ts", "dt_s").iter_rows():
@@ -231,7 +227,7 @@ def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> 
             .join_asof(
                 marks, left_on="ts", right_on="_mark", by=["device", "port"], strategy="nearest", check_sortedness=False
             )
-            .filter((pl.col("_mark") - pl.col("ts")).abs() <= _seconds(pl.max_horizontal("dt_s", "_mark_dt")))
+            .filter((pl.col("_mark") - pl.col("ts")).abs() <= as_duration(pl.max_horizontal("dt_s", "_mark_dt")))
         )
         tx = tx.join(near.select("ts", "device", "port").unique(), on=["ts", "device", "port"], how="anti")
     unmarked = (
@@ -242,7 +238,7 @@ def _quiet_rates(ctx: Context, bursts: pl.DataFrame, evidence: pl.DataFrame) -> 
     spans = (
         bursts.join(unmarked, on=["device", "port"])
         .select("device", "port", "ts", "dt_s")
-        .with_columns((pl.col("ts") - _seconds(pl.col("dt_s"))).alias("_lo"))
+        .with_columns((pl.col("ts") - as_duration(pl.col("dt_s"))).alias("_lo"))
     )
     inside = tx.join(spans.rename({"ts": "_hi", "dt_s": "_d"}), on=["device", "port"]).filter(
         pl.col("ts") > pl.col("_lo"), pl.col("ts") <= pl.col("_hi")

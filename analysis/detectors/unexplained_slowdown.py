@@ -130,13 +130,18 @@ class SlowdownParams(Params):
     )
 
 
+def _every(p: SlowdownParams) -> str:
+    """`bucket_s` as a polars interval."""
+    return f"{round(p.bucket_s * 1000)}ms"
+
+
 def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
     """Rows with `bucket`, `base` (their baseline execution time), `ratio`, `excess_us` and `slow_bucket`, one per
     collective and bucket its execution overlaps (`_rec`: the collective; `share`: the part of its execution in
     the bucket, over which its excess is spread). By time, not by record: a storm the fabric missed stretches
     collectives to 15 s, one record ending every third 5 s bucket, and buckets judged by the records ending in them
     left that spell in pieces shorter than `min_seconds`; judged by what ran in them, every bucket is slow."""
-    every = f"{round(p.bucket_s * 1000)}ms"
+    every = _every(p)
     bucket_end = pl.col("bucket") + pl.duration(microseconds=round(p.bucket_s * 1e6))
     overlap = pl.min_horizontal("ts", bucket_end) - pl.max_horizontal("_began", "bucket")
     rows = (
@@ -175,7 +180,7 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
 
 def _records(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
     """One row per collective (`_ratios` spreads them over buckets): the one of the bucket it ended in."""
-    return judged.filter(pl.col("bucket") == pl.col("ts").dt.truncate(f"{round(p.bucket_s * 1000)}ms"))
+    return judged.filter(pl.col("bucket") == pl.col("ts").dt.truncate(_every(p)))
 
 
 def _spells(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:

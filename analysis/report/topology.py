@@ -66,7 +66,7 @@ def topology_figure(fabric: Fabric, arrows: Sequence[Arrow], title: str) -> Figu
         ax.plot([x1, x2], [y1, y2], color="#c8c8c8", lw=0.6, zorder=1)
     for name, (x, y) in pos.items():
         hit = name in involved
-        marker = {2.0: "s", 1.0: "D", 0.0: "o"}[y]
+        marker = {3.0: "s", 2.0: "s", 1.0: "D", 0.0: "o"}[y]  # switches above the leaves square
         ax.scatter(
             [x], [y], s=90 if y else 40, marker=marker, zorder=3,
             color="#d62728" if hit else "#6b8fb5", edgecolors="black" if hit else "none",
@@ -109,7 +109,8 @@ def topology_figure(fabric: Fabric, arrows: Sequence[Arrow], title: str) -> Figu
         ax.text(0.0, -0.02, "; ".join(notes), transform=ax.transAxes, fontsize=7, color="gray", va="top")
     ax.set_xlim(-0.02, 1.02)
     ax.set_ylim(-0.75 if hosts_drawn > 8 else -0.4, 3.45 if fabric.super_spines else 2.45)
-    ax.set_yticks([0, 1, 2], ["hosts", "leaves", "spines"])
+    tiers = ["hosts", "leaves", "spines", "super-spines"][: 4 if fabric.super_spines else 3]
+    ax.set_yticks(range(len(tiers)), tiers)
     ax.set_xticks([])
     for side in ("top", "right", "bottom"):
         ax.spines[side].set_visible(False)

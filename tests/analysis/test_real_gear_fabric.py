@@ -10,6 +10,7 @@ import pytest
 
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import Frames
+from rocescope.analysis.report.topology import topology_figure
 from rocescope.pipeline.store import Store
 
 from gear import HOSTS, LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
@@ -175,3 +176,8 @@ def test_a_spine_uplink_imbalanced_towards_the_super_spines_of_a_three_tier_fabr
     (imb,) = found(store, t, "ecmp_imbalance")
     assert imb.ports[0] == "spine1:Ethernet3/1" and imb.devices == ("spine1", "ss1")
     assert imb.evidence["hot_p90_utilization"] > 0.9
+    # the report's topology draws the super-spines as a row of their own, named on its axis
+    figure = topology_figure(fab, [], "3-tier")
+    (axes,) = figure.axes
+    assert [x.get_text() for x in axes.get_yticklabels()] == ["hosts", "leaves", "spines", "super-spines"]
+    assert {x.get_text() for x in axes.texts} >= {"ss1", "ss2", "spine1"}
