@@ -8,7 +8,10 @@
   seeds as profiles;
 * `baselines` clean runs (>= 5), each drawing a profile;
 * each run on a fabric of at least `MIN_HOSTS` hosts x `MIN_RAILS` rails for at least `MIN_SECONDS` of fabric
-  time (`exam_scenario`: the scenario's fabric grown, its jobs and incidents kept where they are).
+  time (`exam_scenario`: the scenario's fabric grown, its jobs and incidents kept where they are);
+* each run's fabric shape, job placements and collectives, and its incidents' places, sizes and windows drawn
+  from its seed within each kind's range (`rocescope.sim.draw`): the shipped scenario says what happens, the
+  seed where, how large and when. `drawn=False` runs the scenarios as written (to compare with exams before).
 
 With `full`, the whole factorial instead: every scenario of every kind under every profile, `seeds_per_kind`
 seeds each (a nightly's work). The plan is printed with the commit it came from, so a table can be reproduced.
@@ -22,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rocescope.sim.draw import draw_scenario
 from rocescope.sim.evaluate import SCENARIOS, PlannedRun
 from rocescope.sim.profile import profile_names
 from rocescope.sim.scenario import Incast, IncidentModel, Microburst, Scenario, load_scenario
@@ -77,8 +81,15 @@ def plan_exam(
     baselines: int = MIN_BASELINES,
     profiles: Sequence[str] | None = None,
     full: bool = False,
+    drawn: bool = True,
 ) -> list[PlannedRun]:
     """The exam's runs for `commit` (see the module docstring)."""
+
+    def run(profile: str, name: str) -> PlannedRun:
+        seed = next(seeds)
+        sc = exam_scenario(name)
+        return PlannedRun(profile, draw_scenario(sc, seed) if drawn else sc, seed)
+
     kinds = list(kinds or SCENARIOS)
     profiles = list(profiles or profile_names())
     base = seed_base(commit)
@@ -88,18 +99,13 @@ def plan_exam(
     for kind in kinds:
         names = SCENARIOS[kind]
         if full:
-            plan += [
-                PlannedRun(p, exam_scenario(n), next(seeds))
-                for n in names
-                for p in profiles
-                for _ in range(seeds_per_kind)
-            ]
+            plan += [run(p, n) for n in names for p in profiles for _ in range(seeds_per_kind)]
             continue
         dealt = [str(p) for p in rng.permutation(profiles)]
         while len(dealt) < seeds_per_kind:
             dealt += [str(p) for p in rng.permutation(profiles)]
         for k in range(seeds_per_kind):
-            plan.append(PlannedRun(dealt[k], exam_scenario(str(rng.choice(names))), next(seeds)))
+            plan.append(run(dealt[k], str(rng.choice(names))))
     for _ in range(baselines):
-        plan.append(PlannedRun(str(rng.choice(profiles)), exam_scenario("baseline"), next(seeds)))
+        plan.append(run(str(rng.choice(profiles)), "baseline"))
     return plan

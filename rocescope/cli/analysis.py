@@ -241,6 +241,14 @@ def eval_cmd(
     commit: Annotated[
         str | None, typer.Option(help="The tested commit the exam draws from (default: git HEAD of the source).")
     ] = None,
+    drawn: Annotated[
+        bool,
+        typer.Option(
+            "--drawn/--as-written",
+            help="The exam draws each run's fabric shape, placements and incidents (places, sizes, windows) from "
+            "its seed; --as-written runs the shipped scenarios' own (as exams before the draw did).",
+        ),
+    ] = True,
     workers: Annotated[int, typer.Option(min=1, help="Runs at a time, each in a process of its own.")] = 1,
     impact: Annotated[
         bool | None,
@@ -297,8 +305,10 @@ def eval_cmd(
         settings = load_settings()
         if exam:
             commit = commit or _source_commit()
-            plan = plan_exam(commit, kinds, seeds or 10, profiles=profile or None, full=full)
-            title = f"exam of commit {commit[:12]} (seed base {seed_base(commit)}), {path} path"
+            plan = plan_exam(commit, kinds, seeds or 10, profiles=profile or None, full=full, drawn=drawn)
+            title = f"exam of commit {commit[:12]} (seed base {seed_base(commit)}), {path} path" + (
+                "" if drawn else ", scenarios as written"
+            )
             if not as_json:
                 console.print(f"{title}: {len(plan)} runs", highlight=False)
         else:

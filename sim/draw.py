@@ -1,0 +1,306 @@
+"""Incidents drawn, not written: the exam takes a shipped scenario as a template of *what* happens (which kinds,
+which jobs, which incidents depend on which) and draws from the run's seed *where*, *how large* and *when*, by
+the ranges below, each beside its reason. Two seeds of one kind differ in place and size; the ground truth still
+comes from what the engine did (`rocescope.sim.truth`), so a drawn incident that physics did not make into its
+kind is labelled by what it became (a fan-in that never crossed the ECN threshold is unobservable, one that
+saturated its receiver for a second is an incast, however the template named it).
+
+What is drawn (`draw_scenario`):
+
+* the fabric (except where the fault is in its shape: polarization, ECMP imbalance): leaves of 8, 16 or 32 host
+  ports (one to four leaves per rail, so traffic crosses spines), 2 or 4 spines, non-blocking (uplinks =
+  host ports, at host speed: rail-optimized AI fabrics are built 1:1);
+* every job's placement (contiguous or scattered: a fragmenting scheduler), collective (ring or tree), compute
+  gap and gradient size;
+* each incident's place anywhere the fabric allows, its size within its kind's range and its window anywhere in
+  the run; incidents that ride on a fan-in (a CNP-losing sender, a port without PFC) are placed on the drawn
+  fan-in, as the template places them on its own.
+
+Templates with background traffic or a QoS misconfiguration whose physics rests on one geometry
+(`cnp_lossy_queue`: lossy storage traffic through the leaf that drops CNPs) keep their geometry.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+
+from rocescope.sim.ecmp import HASH_FUNCTIONS
+from rocescope.sim.incidents import place
+from rocescope.sim.jobs import Job
+from rocescope.sim.scenario import (
+    CnpLoss,
+    DegradedOptics,
+    EcmpImbalance,
+    Incast,
+    IncidentModel,
+    JobModel,
+    LinkFlap,
+    Microburst,
+    PfcDeadlock,
+    PfcMisconfig,
+    PfcStorm,
+    Polarization,
+    Scenario,
+    Straggler,
+)
+from rocescope.sim.topology import FabricSpec, Port, Topology
+
+__all__ = ["draw_scenario"]
+
+#: a stream of its own, so the draw and the engine's use of the same seed do not correlate
+_STREAM = 0x6472617721
+#: kinds whose fault is the fabric's shape (the template's fabric is kept)
+_SHAPED = frozenset({"polarization", "ecmp_imbalance"})
+#: kinds that need uplinks carrying traffic (two leaves or more per rail): a deadlock's loop crosses two leaves,
+#: a flapping or failing uplink shows only where frames cross it
+_CROSSING = frozenset({"pfc_deadlock", "link_flap", "degraded_optics"})
+#: templates whose geometry is kept whole
+_FIXED = frozenset({"cnp_lossy_queue"})
+#: host ports per leaf: 64-port leaves split 32/32 are the common AI build; smaller leaves put a rail on several
+#: leaves, so a rail's traffic crosses the spines
+_HOST_PORTS = (8, 16, 32)
+#: at most this many leaves per rail: keeps a grown fabric's engine cost bounded
+_MAX_LEAVES_PER_RAIL = 4
+#: the exam's runs start with a clean stretch for the jobs' own baseline (impact is measured against it) and keep
+#: a tail for what an incident leaves behind
+_LEAD_S = 30.0
+_TAIL_S = 10.0
+
+
+class _Ranges:
+    """Each kind's range, with its reason (issue 28 item 2)."""
+
+    #: incast: >= 2 senders (one sender cannot exceed a receiver of its own speed); up to 64, as a parameter
+    #: server or a checkpoint restore at scale
+    fan_in = (2, 64)
+    #: an incast's transfer size per sender (checkpoint shards of 16 MiB to 256 MiB)
+    mib_per_sender = (16.0, 256.0)
+    #: an incast lasts >= 1 s by definition; up to a minute and a half (a large restore)
+    incast_s = (5.0, 90.0)
+    #: microbursts: 1-50 ms bursts (a synchronized all-to-all or a small restore step) from 2-16 senders, once
+    #: every 0.5-2 s (training iteration periods)
+    burst_s = (0.001, 0.05)
+    burst_senders = (2, 16)
+    burst_period_s = (0.5, 2.0)
+    microburst_s = (20.0, 120.0)
+    #: storms: a stuck NIC for seconds to two minutes (mlx5 stall prevention cuts its own after 8 s by default,
+    #: the gear's profile decides); below a few seconds a 1 s poll barely holds one
+    storm_s = (3.0, 90.0)
+    #: link flaps: down 0.5-3 s (an autonegotiation and link-training cycle) every 5-30 s
+    flap_period_s = (5.0, 30.0)
+    flap_down_s = (0.5, 3.0)
+    #: post-FEC frame loss of a failing optic: from 1e-6 (some 100 times a compliant link's ~1e-8 per frame at
+    #: IEEE 802.3's BER 1e-12) to 1e-4
+    error_rate = (1e-6, 1e-4)
+    #: a slow GPU 1.1-2x (thermal throttling to a failing HBM stack)
+    slowdown = (1.1, 2.0)
+    #: a partial CNP loss: a NIC that handles 10-70% of what it receives
+    cnp_loss_fraction = (0.3, 0.9)
+    #: faults that last (flaps, optics, stragglers, microbursts): half a minute to two
+    fault_s = (30.0, 120.0)
+    #: jobs: compute gaps of 20-400 ms between communication phases (sub-second duty cycles) and 32-512 MiB of
+    #: gradients per GPU per iteration
+    compute_ms = (20.0, 400.0)
+    message_mib = (32.0, 512.0)
+
+
+R = _Ranges
+
+
+def draw_scenario(template: Scenario, seed: int) -> Scenario:
+    """`template` with its fabric, jobs and incidents drawn from `seed` (see the module docstring); the same
+    template and seed always give the same scenario."""
+    kinds: set[str] = {inc.kind for inc in template.incidents}
+    if kinds & _FIXED or template.traffic:
+        return template.model_copy(update={"seed": seed})
+    rng = np.random.default_rng([seed, _STREAM])
+    fabric = template.fabric if kinds & _SHAPED else _fabric(template.fabric, kinds, rng)
+    jobs = [_job(j, rng) for j in template.jobs]
+    topo = Topology(fabric)
+    draw = _Drawer(rng, topo, place(topo, jobs, seed), template.duration)
+    fan_ins = [inc for inc in template.incidents if isinstance(inc, Incast | Microburst)]
+    drawn_fan_ins = {id(inc): draw.fan_in(inc) for inc in fan_ins}
+    anchor = next(iter(drawn_fan_ins.values()), None)
+    incidents = [
+        drawn_fan_ins[id(inc)] if id(inc) in drawn_fan_ins else draw.incident(inc, anchor) for inc in template.incidents
+    ]
+    data: dict[str, Any] = template.model_dump()
+    data.update(
+        seed=seed,
+        fabric=fabric,
+        jobs=[j.model_dump() for j in jobs],
+        incidents=[i.model_dump() for i in incidents],
+    )
+    return Scenario.model_validate(data)
+
+
+def _uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
+    return float(rng.uniform(*bounds))
+
+
+def _log_uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:
+    """Sizes spanning decades are drawn evenly per decade."""
+    lo, hi = bounds
+    return float(math.exp(rng.uniform(math.log(lo), math.log(hi))))
+
+
+def _fabric(spec: FabricSpec, kinds: set[str], rng: np.random.Generator) -> FabricSpec:
+    choices = [p for p in _HOST_PORTS if math.ceil(spec.hosts / p) <= _MAX_LEAVES_PER_RAIL]
+    if kinds & _CROSSING:
+        choices = [p for p in choices if math.ceil(spec.hosts / p) >= 2] or choices
+    if not choices or not spec.rail_optimized:
+        return spec
+    ports = int(rng.choice(choices))
+    spines = int(rng.choice([s for s in (2, 4) if s <= ports]))
+    return replace(
+        spec,
+        host_ports_per_leaf=ports,
+        leaves_per_rail=None,
+        spines=spines,
+        uplinks_per_spine=ports // spines,
+        uplink_speed_gbps=spec.host_speed_gbps,
+    )
+
+
+def _job(job: JobModel, rng: np.random.Generator) -> JobModel:
+    return job.model_copy(
+        update={
+            "placement": str(rng.choice(["contiguous", "scattered"])),
+            "collective": str(rng.choice(["ring", "tree"])),
+            "compute_ms": round(_log_uniform(rng, R.compute_ms), 1),
+            "message_mib": round(_log_uniform(rng, R.message_mib), 1),
+        }
+    )
+
+
+class _Drawer:
+    def __init__(self, rng: np.random.Generator, topo: Topology, jobs: Sequence[Job], duration: float) -> None:
+        self.rng, self.topo, self.jobs, self.duration = rng, topo, jobs, duration
+        self.hosts = [h.name for h in topo.hosts]
+        busy = {h for j in jobs for h in j.hosts}
+        self.free = [h for h in self.hosts if h not in busy]
+
+    def window(self, length: tuple[float, float], template_end: float | None) -> tuple[float, float | None]:
+        """A start anywhere after the lead-in, lasting `length` (log-uniform); open-ended where the template's
+        incident is (a deadlock or a polarized hash never clears by itself)."""
+        span = min(_log_uniform(self.rng, length), self.duration - _LEAD_S - _TAIL_S)
+        start = round(self.rng.uniform(_LEAD_S, self.duration - _TAIL_S - span), 1)
+        return start, (None if template_end is None else round(start + span, 1))
+
+    def fan_in(self, inc: Incast | Microburst) -> Incast | Microburst:
+        rail = int(self.rng.integers(self.topo.spec.rails))
+        if inc.owner is not None:  # the owner's checkpoint writes: its senders and rail stay the template's
+            receiver, rail, senders = inc.receiver, inc.rail, inc.senders
+        else:
+            receiver = str(self.rng.choice(self.hosts))
+            # traffic outside the job inventory (storage servers) comes from hosts no job runs on, where there are
+            others = [h for h in (self.hosts if inc.placed else self.free) if h != receiver]
+            others = others if len(others) >= 2 else [h for h in self.hosts if h != receiver]
+            bounds = R.fan_in if isinstance(inc, Incast) else R.burst_senders
+            k = min(len(others), round(_log_uniform(self.rng, (bounds[0], bounds[1] + 0.49))))
+            senders = sorted(str(h) for h in self.rng.choice(others, size=k, replace=False))
+        if isinstance(inc, Incast):
+            start, end = self.window(R.incast_s, inc.end)
+            size = {"mib_per_sender": round(_log_uniform(self.rng, R.mib_per_sender), 1)}
+        else:
+            start, end = self.window(R.microburst_s, inc.end)
+            burst = round(_log_uniform(self.rng, R.burst_s), 4)
+            size = {"burst": burst, "period": round(max(_uniform(self.rng, R.burst_period_s), 4 * burst), 3)}
+        return inc.model_copy(
+            update={"receiver": receiver, "rail": rail, "senders": senders, "start": start, "end": end, **size}
+        )
+
+    def incident(self, inc: IncidentModel, fan_in: Incast | Microburst | None) -> IncidentModel:
+        rng = self.rng
+        if isinstance(inc, CnpLoss | PfcMisconfig) and fan_in is not None and isinstance(fan_in.senders, list):
+            # rides on the fan-in: a sender of it loses CNPs, or a sender's leaf port runs without PFC
+            host = str(rng.choice(fan_in.senders))
+            times = {"start": fan_in.start, "end": None if inc.end is None else fan_in.end}
+            if isinstance(inc, CnpLoss):
+                fraction = inc.fraction if inc.fraction >= 1 else round(_uniform(rng, R.cnp_loss_fraction), 2)
+                return inc.model_copy(update={"host": host, "rail": fan_in.rail, "fraction": fraction, **times})
+            port = self.topo.attachment(host, fan_in.rail)
+            return inc.model_copy(update={"device": port.device, "port": port.name, **times})
+        if isinstance(inc, PfcStorm):
+            start, end = self.window(R.storm_s, inc.end)
+            if inc.device in self.hosts:  # a stuck NIC, as the template's
+                nic = self.topo.nic(str(rng.choice(self.hosts)), int(rng.integers(self.topo.spec.rails)))
+                return inc.model_copy(update={"device": nic.host, "port": nic.netdev, "start": start, "end": end})
+            return inc.model_copy(update={"start": start, "end": end})
+        if isinstance(inc, PfcDeadlock):
+            rail = int(rng.integers(self.topo.spec.rails))
+            leaves = [d.name for d in self.topo.leaves_of_rail(rail)]
+            spines = [d.name for d in self.topo.spines]
+            if len(leaves) < 2 or len(spines) < 2:
+                return inc
+            two_leaves = tuple(sorted(str(x) for x in rng.choice(leaves, size=2, replace=False)))
+            two_spines = tuple(sorted(str(x) for x in rng.choice(spines, size=2, replace=False)))
+            start, end = self.window(R.fault_s, inc.end)
+            return inc.model_copy(
+                update={"rail": rail, "leaves": two_leaves, "spines": two_spines, "start": start, "end": end}
+            )
+        if isinstance(inc, LinkFlap):
+            port = self._switch_port(up_share=0.7)
+            period = round(_uniform(rng, R.flap_period_s), 1)
+            down = round(min(_uniform(rng, R.flap_down_s), period / 2), 2)
+            start, end = self.window(R.fault_s, inc.end)
+            return inc.model_copy(
+                update={"device": port.device, "port": port.name, "period": period, "down": down,
+                        "start": start, "end": end}
+            )  # fmt: skip
+        if isinstance(inc, DegradedOptics):
+            port = self._switch_port(up_share=0.5)
+            start, end = self.window(R.fault_s, inc.end)
+            rate = float(f"{_log_uniform(rng, R.error_rate):.2g}")
+            return inc.model_copy(
+                update={"device": port.device, "port": port.name, "error_rate": rate, "start": start, "end": end}
+            )
+        if isinstance(inc, Straggler):
+            job = self.jobs[int(rng.integers(len(self.jobs)))]
+            start, end = self.window(R.fault_s, inc.end)
+            return inc.model_copy(
+                update={"host": str(rng.choice(job.hosts)), "rail": int(rng.choice(job.rails)),
+                        "slowdown": round(_uniform(rng, R.slowdown), 2), "start": start, "end": end}
+            )  # fmt: skip
+        if isinstance(inc, EcmpImbalance):
+            return self._imbalance(inc)
+        if isinstance(inc, Polarization):
+            start, _ = self.window(R.fault_s, None)
+            return inc.model_copy(update={"function": str(rng.choice(HASH_FUNCTIONS)), "start": start})
+        return inc
+
+    def _switch_port(self, up_share: float) -> Port:
+        """A leaf uplink (`up_share` of the time) or a leaf's host-facing port, anywhere in the fabric."""
+        leaf = self.topo.leaves[int(self.rng.integers(len(self.topo.leaves)))]
+        kind = "up" if self.rng.random() < up_share else "down"
+        ports = [p for p in self.topo.ports_of(leaf.name) if p.kind == kind]
+        return ports[int(self.rng.integers(len(ports)))]
+
+    def _imbalance(self, inc: EcmpImbalance) -> EcmpImbalance:
+        """Elephants from 2-4 hosts of a leaf to hosts under other leaves of its rail, all on one drawn uplink."""
+        rng = self.rng
+        rails = [r for r in range(self.topo.spec.rails) if len(self.topo.leaves_of_rail(r)) >= 2]
+        if not rails:
+            return inc
+        rail = int(rng.choice(rails))
+        leaves = self.topo.leaves_of_rail(rail)
+        leaf = leaves[int(rng.integers(len(leaves)))]
+        under = [h for h in self.hosts if self.topo.nic(h, rail).leaf == leaf.name]
+        elsewhere = [h for h in self.hosts if self.topo.nic(h, rail).leaf != leaf.name]
+        k = int(rng.integers(2, min(4, len(under), len(elsewhere)) + 1))
+        start, end = self.window(R.fault_s, inc.end)
+        return inc.model_copy(
+            update={
+                "leaf": leaf.name,
+                "uplink": int(rng.integers(len(self.topo.uplinks(leaf.name)))),
+                "senders": sorted(str(h) for h in rng.choice(under, size=k, replace=False)),
+                "receivers": sorted(str(h) for h in rng.choice(elsewhere, size=k, replace=False)),
+                "start": start,
+                "end": end,
+            }
+        )

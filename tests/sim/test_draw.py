@@ -1,0 +1,149 @@
+"""The exam draws where, how large and when from each run's seed (issue 28 item 2): two seeds of one kind differ in
+place and size, every draw stays inside its kind's range, incidents that ride on a fan-in stay on it, and a drawn
+clean baseline sends traffic over the spines."""
+
+from __future__ import annotations
+
+import datetime as dt
+import math
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from rocescope.sim.draw import draw_scenario
+from rocescope.sim.evaluate import SCENARIOS
+from rocescope.sim.exam import exam_scenario, plan_exam
+from rocescope.sim.incidents import build_world, place
+from rocescope.sim.run import simulate
+from rocescope.sim.scenario import (
+    CnpLoss,
+    DegradedOptics,
+    Incast,
+    LinkFlap,
+    Microburst,
+    PfcMisconfig,
+    PfcStorm,
+    Scenario,
+    Straggler,
+)
+from rocescope.sim.topology import Topology
+
+SEEDS = range(1_000_000_000, 1_000_000_040)
+START = dt.datetime(2026, 11, 29, tzinfo=dt.UTC)
+
+
+def drawn(name: str, seed: int) -> Scenario:
+    return draw_scenario(exam_scenario(name), seed)
+
+
+def where_and_how_large(sc: Scenario) -> list[dict[str, object]]:
+    return [inc.model_dump(exclude={"description", "kind", "job", "placed", "owner"}) for inc in sc.incidents]
+
+
+@pytest.mark.parametrize("name", ["incast", "microburst", "pfc_storm", "link_flap", "degraded_optics", "straggler"])
+def test_two_seeds_of_one_kind_differ_in_place_and_size_and_one_seed_draws_alike(name: str) -> None:
+    a, b = drawn(name, SEEDS[0]), drawn(name, SEEDS[1])
+    assert where_and_how_large(a) != where_and_how_large(b)
+    assert drawn(name, SEEDS[0]) == a
+    (inc_a,), (inc_b,) = a.incidents, b.incidents
+    assert inc_a.start != inc_b.start  # when
+    places = {"incast": "receiver", "microburst": "receiver", "straggler": "host"}.get(name, "device")
+    sizes = {"incast": "senders", "microburst": "burst", "pfc_storm": "end", "straggler": "slowdown"}
+    place_changed = any(getattr(drawn(name, s).incidents[0], places) != getattr(inc_a, places) for s in SEEDS[1:6])
+    assert place_changed
+    size = sizes.get(name, "period" if name == "link_flap" else "error_rate")
+    assert len({str(getattr(drawn(name, s).incidents[0], size)) for s in SEEDS[:6]}) > 1
+
+
+def test_every_draw_stays_in_its_kinds_range_on_a_non_blocking_fabric() -> None:
+    for seed in SEEDS:
+        for name in ("incast", "microburst", "pfc_storm", "link_flap", "degraded_optics", "straggler"):
+            sc = drawn(name, seed)
+            f = sc.fabric
+            assert f.spines * f.uplinks_per_spine * f.uplink_speed_gbps == f.host_ports_per_leaf * f.host_speed_gbps
+            assert 1 <= math.ceil(f.hosts / f.host_ports_per_leaf) <= 4
+            (inc,) = sc.incidents
+            end = inc.end if inc.end is not None else sc.duration
+            assert 30.0 <= inc.start < end <= sc.duration - 10.0
+            if isinstance(inc, Incast):
+                assert isinstance(inc.senders, list) and 2 <= len(inc.senders) <= min(64, f.hosts - 1)
+                assert inc.receiver not in inc.senders and 5.0 <= end - inc.start <= 90.0
+            elif isinstance(inc, Microburst):
+                assert 0.001 <= inc.burst <= 0.05 and 0.5 <= inc.period <= 2.0
+                assert isinstance(inc.senders, list) and 2 <= len(inc.senders) <= 16
+            elif isinstance(inc, PfcStorm):
+                assert 3.0 <= end - inc.start <= 90.0 and inc.port == f"eth{int(inc.port[3:])}"
+            elif isinstance(inc, LinkFlap):
+                assert 0.5 <= inc.down <= min(3.0, inc.period / 2) and 5.0 <= inc.period <= 30.0
+            elif isinstance(inc, DegradedOptics):
+                assert 1e-6 <= inc.error_rate <= 1e-4
+            elif isinstance(inc, Straggler):
+                assert 1.1 <= inc.slowdown <= 2.0
+                jobs = place(Topology(f), sc.jobs, seed)
+                assert any(inc.host in j.hosts for j in jobs)  # a GPU of a training job, as placed for this seed
+
+
+def test_incidents_that_ride_on_a_fan_in_stay_on_the_drawn_one() -> None:
+    for seed in SEEDS[:10]:
+        loss = drawn("cnp_loss", seed)
+        incast, lost = loss.incidents
+        assert isinstance(incast, Incast) and isinstance(lost, CnpLoss) and isinstance(incast.senders, list)
+        assert lost.host in incast.senders and lost.rail == incast.rail and lost.start == incast.start
+        assert lost.fraction == 1.0  # a full loss stays full; a partial one is drawn
+        assert 0.3 <= drawn("cnp_loss_partial", seed).incidents[1].fraction <= 0.9  # type: ignore[union-attr]
+        misconfig = drawn("pfc_misconfig", seed)
+        off, incast = misconfig.incidents
+        assert isinstance(off, PfcMisconfig) and isinstance(incast, Incast) and isinstance(incast.senders, list)
+        topo = Topology(misconfig.fabric)
+        ports = {(topo.attachment(h, incast.rail).device, topo.attachment(h, incast.rail).name) for h in incast.senders}
+        assert (off.device, off.port) in ports
+
+
+def test_storage_readers_are_hosts_no_job_runs_on() -> None:
+    for seed in SEEDS[:10]:
+        sc = drawn("incast_storage_readers", seed)
+        (incast,) = sc.incidents
+        assert isinstance(incast, Incast) and not incast.placed and isinstance(incast.senders, list)
+        busy = {h for j in place(Topology(sc.fabric), sc.jobs, seed) for h in j.hosts}
+        assert not busy & set(incast.senders)
+
+
+def test_templates_whose_physics_rests_on_one_geometry_keep_it() -> None:
+    fabric = exam_scenario("cnp_loss_fabric")
+    assert drawn("cnp_loss_fabric", SEEDS[0]) == fabric.model_copy(update={"seed": SEEDS[0]})
+    polarization = drawn("polarization", SEEDS[0])
+    assert polarization.fabric == exam_scenario("polarization").fabric  # the fault is in the shape
+
+
+def test_the_exam_runs_drawn_scenarios_and_can_run_them_as_written() -> None:
+    plan = plan_exam("0c8f131e", kinds=["incast"], seeds_per_kind=2, baselines=1)
+    written = plan_exam("0c8f131e", kinds=["incast"], seeds_per_kind=2, baselines=1, drawn=False)
+    assert [(r.profile, r.seed) for r in plan] == [(r.profile, r.seed) for r in written]
+    for d, w in zip(plan, written, strict=True):
+        assert not isinstance(d.scenario, str) and not isinstance(w.scenario, str)
+        assert d.scenario == draw_scenario(w.scenario, d.seed)
+        assert d.scenario != w.scenario
+
+
+def test_every_kinds_drawn_scenarios_build() -> None:
+    for names in SCENARIOS.values():
+        for k, name in enumerate(names):
+            sc = drawn(name, SEEDS[k])
+            world = build_world(sc, None, START)  # built for the whole run, not simulated
+            assert len(world.truth) == len(sc.incidents)
+
+
+def test_a_drawn_clean_baseline_sends_traffic_over_the_spines() -> None:
+    for seed in SEEDS:
+        sc = drawn("baseline", seed)
+        if math.ceil(sc.fabric.hosts / sc.fabric.host_ports_per_leaf) >= 2 and len(sc.jobs) >= 1:
+            break
+    world = build_world(sc, 4.0, START)
+    tables: list[pa.Table] = []
+    simulate(world, lambda _ts, table: tables.append(table))
+    last = tables[-1]
+    spines = {d.name for d in world.topology.spines}
+    rows = last.filter(pc.is_in(last["device"].cast(pa.string()), pa.array(sorted(spines))))
+    moved = rows.filter(pc.equal(rows["metric"].cast(pa.string()), "tx_bytes"))
+    assert moved.num_rows and pc.sum(moved["value"]).as_py() > 0
