@@ -23,10 +23,12 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   job-mates = NICs placed in a job with it, the only ones its traffic can be marked next to), and the
   fabric lost at least `min_lost_share` of its shortfall (what it should have handled, at its job-mates'
   rate, minus what it did) and at least `min_lost_rate` per second, and it is evidently in the congestion:
-  it handles some CNPs (fewer than it is sent), counts ignored ones, or is PFC-paused on a lossless priority
-  (held back by PFC instead of DCQCN: ECN marks come before pauses, so a paused sender crossed a marking
-  queue). Suspects are taken in order of their shortfall while the lost CNPs still explain them, so a NIC
-  that merely sees less congestion than its job-mates is not blamed for a loss another NIC explains;
+  it counts ignored CNPs, or PFC holds it back on a lossless priority (`min_paused_fraction` of the time, or as
+  many pause frames as make that time at 400G): a sender that keeps its rate where its flows are marked is held
+  back by PFC instead of DCQCN (ECN marks come before pauses). Handling a few CNPs is no such evidence: under
+  training traffic nearly every NIC handles some, at rates spread over decades by its flows' paths. Suspects
+  are taken in order of their shortfall while the lost CNPs still explain them, so a NIC that merely sees less
+  congestion than its job-mates is not blamed for a loss another NIC explains;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
   them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
@@ -124,6 +126,14 @@ class CnpLossParams(Params):
         ge=0,
         le=1,
     )
+    min_pause_frames_rate: float = threshold(
+        12.0,
+        "Pause frames/s a suspect receives that count as held back, where no pause duration is counted.",
+        "derivation: min_paused_fraction in frames: one XOFF of 65535 quanta (512 bit times each, 802.1Qbb) holds a "
+        "400G port 84 us, so 1 ms per s is about 12 frames/s at 400G (and more time at lower speeds: the bar errs "
+        "toward missing). A NIC DCQCN slows barely sees a few frames a second.",
+        ge=0,
+    )
     lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that run PFC (RoCE traffic).",
     )
@@ -218,12 +228,11 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
             pl.col("job_id").unique().sort().alias("shared_jobs"),
         )
     )
-    # in the congestion: it handles some CNPs (fewer than it gets), ignores some, or PFC holds it back instead
+    # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN
     congested = (
-        (pl.col(HANDLED) > 0)
-        | (pl.col(IGNORED) > 0)
+        (pl.col(IGNORED) > 0)
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
-        | (pl.col("pause_frames_per_s") > 0)
+        | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
     )
     rows = nic.join(peers, on=["bucket", "device", "netdev"]).filter(
         pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"), congested
@@ -268,7 +277,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
         expected = row["peer_handled_rate"] * seconds
         share = row["handled"] / expected if expected > 0 else 0.0
         jobs = ctx.fabric.jobs_on_nic(host, netdev, start, end)
-        held = row["paused_fraction"] >= p.min_paused_fraction or row["pause_frames_per_s"] > 0
+        held = row["paused_fraction"] >= p.min_paused_fraction or row["pause_frames_per_s"] >= p.min_pause_frames_rate
         findings.append(
             Finding(
                 kind="cnp_loss",

@@ -443,3 +443,28 @@ def test_a_hosts_carrier_changes_count_an_outage_once(store: Store, now: dt.date
 
     got = found(store, t, "link_flap")
     assert [f.evidence.get("flaps") for f in got] == ([flaps] if flaps else []), [f.summary for f in got]
+
+
+def test_job_mates_that_handle_few_cnps_are_not_blamed_for_a_loss_one_nic_explains(
+    store: Store, now: dt.datetime
+) -> None:
+    """Under training traffic every NIC handles some CNPs, at rates its flows' paths spread over decades: a job-mate
+    handling 3% of the median, barely paused, is not a suspect; the NIC PFC holds back while it handles none is."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    dropper, on = "gpu-03", (60.0, 150.0)
+    rates = {h: (300.0 if i % 2 else 8.0) for i, h in enumerate(HOSTS)}  # half the job marked hard, half barely
+    for i, host in enumerate(HOSTS, start=1):
+        if host == dropper:  # handles none; PFC holds it back: ~500 XOFFs a second
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(i))
+            t.counter(host, "nic", "eth0", "pfc_rx_pause", steps((*on, 500.0)), nic_clock(i), priority=3)
+            continue
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rates[host])), nic_clock(i))
+        t.counter(host, "nic", "eth0", "pfc_rx_pause", steps((*on, 2.0)), nic_clock(i), priority=3)
+    # the receivers sent what the job handled plus the 3000/s the dropper never acted on
+    sent = sum(r for h, r in rates.items() if h != dropper) + 3000.0
+    t.counter("gpu-09", "nic", "mlx5_0/1", "cnp_sent", steps((*on, sent)), nic_clock(9))
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.devices == (dropper,) and loss.evidence["cnp_handled"] == 0
