@@ -44,7 +44,7 @@ import pyarrow as pa
 from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.pipeline.batch import conform
 from rocescope.sim.facades.pods import pod_uid
-from rocescope.sim.jobs import Job
+from rocescope.sim.jobs import Job, fabric_bytes_per_rank
 from rocescope.sim.roce import stable_hash
 from rocescope.sim.scenario import Collectives
 from rocescope.sim.stepper import ComputeChange, IterationRecord
@@ -105,6 +105,8 @@ class Communicator:
     nodes: int
     message_bytes: int
     iterations_per_step: int
+    #: the NCCL function Inspector names (`ncclAlltoAll` is a collective since NCCL 2.28)
+    op: str = "AllReduce"
 
     @property
     def floor_s(self) -> float:
@@ -114,10 +116,7 @@ class Communicator:
 def iterations_per_step(job: Job, topology: Topology, step_s: float) -> int:
     """Phases per record: about `step_s` of fabric time at the job's nominal pace (compute plus its all-reduce
     at line rate)."""
-    n = len(job.pods)
-    per_rank = 0.0
-    if n > 1:
-        per_rank = job.spec.message_bytes if job.spec.collective == "tree" else 2 * (n - 1) / n * job.spec.message_bytes
+    per_rank = fabric_bytes_per_rank(job)
     period = job.spec.compute_ms / 1000 + per_rank / (topology.spec.host_speed_gbps * 1e9 / 8)
     return max(1, round(step_s / period)) if period > 0 else 1
 
@@ -142,6 +141,7 @@ def communicators(world: World, spec: Collectives | None = None) -> list[Communi
             Communicator(
                 job.job_id, f"0x{comm:x}", ranks, len(job.pods), job.spec.message_bytes,
                 iterations_per_step(job, world.topology, spec.step_s),
+                "AlltoAll" if job.spec.collective == "alltoall" else "AllReduce",
             )
         )  # fmt: skip
     return out
@@ -273,7 +273,7 @@ class CollectiveTimer:
             out.append(
                 InspectorRecord(
                     host=rp.host, pid=rp.pid, communicator=comm.comm_id, rank=rp.rank, ranks=n, nodes=comm.nodes,
-                    op="AllReduce", sequence=p.sequence, bytes=nbytes, exec_time_us=max(1, round(exec_s[k] * 1e6)),
+                    op=comm.op, sequence=p.sequence, bytes=nbytes, exec_time_us=max(1, round(exec_s[k] * 1e6)),
                     dumped_at_us=t_stop + math.ceil(lag[k] * 1e6),
                     trace=(t_issue, t_issue + 5, ((t_issue + round(LAUNCH_S * 1e6 / 2), t_stop),))
                     if self.spec.verbose else None,

@@ -10,8 +10,8 @@ What is drawn (`draw_scenario`):
 * the fabric (except where the fault is in its shape: polarization, ECMP imbalance): leaves of 8, 16 or 32 host
   ports (one to four leaves per rail, so traffic crosses spines), 2 or 4 spines, non-blocking (uplinks =
   host ports, at host speed: rail-optimized AI fabrics are built 1:1);
-* every job's placement (contiguous or scattered: a fragmenting scheduler), collective (ring or tree), compute
-  gap and gradient size;
+* every job's placement (contiguous or scattered: a fragmenting scheduler), collective (ring or tree all-reduce,
+  or a mixture-of-experts all-to-all), compute gap and message size;
 * each incident's place anywhere the fabric allows, its size within its kind's range and its window anywhere in
   the run; incidents that ride on a fan-in (a CNP-losing sender, a port without PFC) are placed on the drawn
   fan-in, as the template places them on its own.
@@ -31,7 +31,7 @@ import numpy as np
 
 from rocescope.sim.ecmp import HASH_FUNCTIONS
 from rocescope.sim.incidents import place
-from rocescope.sim.jobs import Job
+from rocescope.sim.jobs import COLLECTIVES, Job
 from rocescope.sim.scenario import (
     CnpLoss,
     DegradedOptics,
@@ -171,7 +171,7 @@ def _job(job: JobModel, rng: np.random.Generator) -> JobModel:
     return job.model_copy(
         update={
             "placement": str(rng.choice(["contiguous", "scattered"])),
-            "collective": str(rng.choice(["ring", "tree"])),
+            "collective": str(rng.choice(COLLECTIVES)),
             "compute_ms": round(_log_uniform(rng, R.compute_ms), 1),
             "message_mib": round(_log_uniform(rng, R.message_mib), 1),
         }

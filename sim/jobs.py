@@ -6,7 +6,8 @@ rail it uses with the NIC of that rail (GPU i <-> mlx5_i, as on rail-optimized s
 
 Traffic is described per iteration, not simulated here: all-reduce per rail, as a ring (rank K's NIC
 on rail r sends to rank K+1's NIC on the same rail, wrapping around) or as NCCL's double binary tree
-(`tree_links`), plus optional cross-rail flows.
+(`tree_links`), or the all-to-all of mixture-of-experts expert parallelism (every rank to every other on its
+rail: fan-in n-1 at every NIC), plus optional cross-rail flows.
 Each flow is one RC queue pair with a QPN at each end; its UDP source port is what Linux derives from
 the QPN pair, so ECMP sees the entropy real NCCL traffic has. All of it follows from the seed.
 """
@@ -28,8 +29,9 @@ from rocescope.sim.roce import FiveTuple, QpAllocator, stable_hash, udp_sport
 from rocescope.sim.topology import Nic, Topology
 
 Placement = Literal["contiguous", "scattered"]
-Collective = Literal["ring", "tree"]
-FlowKind = Literal["ring", "tree", "cross_rail"]
+Collective = Literal["ring", "tree", "alltoall"]
+COLLECTIVES: tuple[Collective, ...] = ("ring", "tree", "alltoall")
+FlowKind = Literal["ring", "tree", "alltoall", "cross_rail"]
 
 MiB = 1 << 20
 #: `valid_to` of a placement that is still running.
@@ -55,7 +57,7 @@ class JobSpec:
     #: Cross-rail flows (e.g. without PXN): how many, and bytes each carries per iteration.
     cross_rail_flows: int = 0
     cross_rail_bytes: int = 8 * MiB
-    #: All-reduce algorithm across pods (per rail): NCCL's ring or double binary tree.
+    #: The collective across pods (per rail): NCCL's ring or double binary tree all-reduce, or an all-to-all.
     collective: Collective = "ring"
 
     def __post_init__(self) -> None:
@@ -68,8 +70,8 @@ class JobSpec:
             raise SimError("job sizes and times cannot be negative")
         if self.rails is not None and (not self.rails or len(set(self.rails)) != len(self.rails)):
             raise SimError(f"rails must be distinct and non-empty, got {self.rails}")
-        if self.collective not in ("ring", "tree"):
-            raise SimError(f"collective must be ring or tree, got {self.collective!r}")
+        if self.collective not in COLLECTIVES:
+            raise SimError(f"collective must be one of {', '.join(COLLECTIVES)}, got {self.collective!r}")
 
     @property
     def job_id(self) -> str:
@@ -319,6 +321,33 @@ def tree_flows(job: Job, topology: Topology, qps: QpAllocator) -> list[Flow]:
     return flows
 
 
+def alltoall_flows(job: Job, topology: Topology, qps: QpAllocator) -> list[Flow]:
+    """All-to-all per rail (mixture-of-experts token dispatch, PXN keeping it on the rail): every node rank sends
+    1/n of the message to every other, all at once, so each NIC receives from n-1 peers together.
+    """
+    n = len(job.pods)
+    if n < 2:
+        return []
+    per_peer = job.spec.message_bytes // n
+    by_key = {(ep.pod.rank, ep.nic.rail): ep for ep in job.endpoints(topology)}
+    flows: list[Flow] = []
+    for rail in job.rails:
+        for a in range(n):
+            for b in range(n):
+                if a != b:
+                    flows += _connect(job, "alltoall", qps, by_key[(a, rail)], by_key[(b, rail)], 1, per_peer)
+    return flows
+
+
+def fabric_bytes_per_rank(job: Job) -> float:
+    """Bytes each rank puts on the fabric per iteration of its collective."""
+    n, message = len(job.pods), job.spec.message_bytes
+    if n < 2:
+        return 0.0
+    by_collective = {"tree": float(message), "alltoall": (n - 1) / n * message}
+    return by_collective.get(job.spec.collective, 2 * (n - 1) / n * message)
+
+
 def cross_rail_flows(job: Job, topology: Topology, qps: QpAllocator, seed: int = 0) -> list[Flow]:
     """`spec.cross_rail_flows` flows between different rails of different hosts, drawn from the seed.
 
@@ -345,10 +374,10 @@ def cross_rail_flows(job: Job, topology: Topology, qps: QpAllocator, seed: int =
 
 
 def collective_flows(job: Job, topology: Topology, seed: int = 0, qps: QpAllocator | None = None) -> list[Flow]:
-    """Every flow of one iteration of `job`: the all-reduce per rail (ring or tree), then cross-rail.
+    """Every flow of one iteration of `job`: its collective per rail (ring, tree or all-to-all), then cross-rail.
 
     Pass one `QpAllocator` for all jobs and extra traffic of a scenario so QPNs never collide on a NIC.
     """
     alloc = qps if qps is not None else QpAllocator(seed)
-    allreduce = tree_flows if job.spec.collective == "tree" else ring_flows
-    return allreduce(job, topology, alloc) + cross_rail_flows(job, topology, alloc, seed)
+    collective = {"tree": tree_flows, "alltoall": alltoall_flows}.get(job.spec.collective, ring_flows)
+    return collective(job, topology, alloc) + cross_rail_flows(job, topology, alloc, seed)

@@ -65,7 +65,7 @@ class JobModel(_Model):
     qps_per_connection: int = Field(1, ge=1)
     cross_rail_flows: int = Field(0, ge=0)
     cross_rail_mib: float = Field(8, ge=0)
-    #: All-reduce per rail: NCCL's ring or double binary tree.
+    #: The collective per rail: NCCL's ring or double binary tree all-reduce, or a mixture-of-experts all-to-all.
     collective: Collective = "ring"
 
 
@@ -310,7 +310,7 @@ class Mirror(_Model):
 
 
 class Collectives(_Model):
-    """What the training jobs' NCCL Inspector reports (`rocescope.sim.collectives`): one AllReduce per rank and
+    """What the training jobs' NCCL Inspector reports (`rocescope.sim.collectives`): one collective per rank and
     training step, timed by the fabric. On unless a scenario turns it off."""
 
     enabled: bool = True

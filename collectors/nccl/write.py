@@ -46,6 +46,8 @@ def bandwidths(op: str, size: int, ranks: int, exec_time_us: float) -> tuple[flo
         traffic, factor = float(size), 1.0
     elif op == "AllReduce":
         traffic, factor = float(size), 2 * (ranks - 1) / ranks
+    elif op == "AlltoAll":  # each rank sends (ranks - 1)/ranks of its buffer away, as nccl-tests' alltoall counts
+        traffic, factor = float(size), (ranks - 1) / ranks
     elif op in ("ReduceScatter", "AllGather", "AllGatherV"):
         traffic, factor = float(size * ranks), (ranks - 1) / ranks
     else:

@@ -1,4 +1,5 @@
-"""Tree all-reduce: NCCL's double binary tree per rail, its flow pattern, and a fabric running it."""
+"""Tree all-reduce (NCCL's double binary tree per rail) and the all-to-all of expert parallelism: their flow patterns,
+and a fabric running them."""
 
 from __future__ import annotations
 
@@ -87,3 +88,19 @@ def test_tree_jobs_iterate_and_ring_stays_the_default() -> None:
     bal = eng.byte_balance()
     assert abs(bal.error) <= 1e-9 * bal.sent and bal.dropped == 0.0
     assert eng.completed_iterations("ml/a") >= 3
+
+
+def test_an_all_to_all_job_sends_every_rank_to_every_other_on_its_rail_and_iterates() -> None:
+    topo = Topology(FabricSpec(hosts=8, rails=2, spines=2, host_ports_per_leaf=4))
+    (job,) = place_jobs(topo, [JobSpec("moe", 6, "ml", message_bytes=60 * MiB, compute_ms=5, collective="alltoall")])
+    flows = collective_flows(job, topo, qps=QpAllocator(1))
+    assert {f.kind for f in flows} == {"alltoall"} and len(flows) == 6 * 5 * 2  # n(n-1) per rail
+    assert all(f.src.rail == f.dst.rail and f.src.host != f.dst.host for f in flows)
+    assert all(f.bytes_per_iteration == 10 * MiB for f in flows)  # 1/n of the message to each peer
+    for rail in job.rails:
+        into = Counter(f.dst.host for f in flows if f.src.rail == rail)
+        assert set(into.values()) == {5}  # fan-in n - 1 at every NIC, at once
+    eng = Engine(topo, [job], flows, params=EngineParams(), start=T0, stagger=False)
+    eng.run(0.3)
+    bal = eng.byte_balance()
+    assert abs(bal.error) <= 1e-9 * bal.sent and eng.completed_iterations("ml/moe") >= 2
