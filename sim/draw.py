@@ -101,7 +101,7 @@ class _Ranges:
     slowdown = (1.1, 2.0)
     #: a partial CNP loss: a NIC that handles 10-70% of what it receives
     cnp_loss_fraction = (0.3, 0.9)
-    #: faults that last (flaps, optics, stragglers, microbursts): half a minute to two
+    #: faults that last (flaps, optics, stragglers, deadlocks): half a minute to two
     fault_s = (30.0, 120.0)
     #: jobs: compute gaps of 20-400 ms between communication phases (sub-second duty cycles) and 32-512 MiB of
     #: gradients per GPU per iteration
@@ -125,9 +125,10 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
     draw = _Drawer(rng, topo, place(topo, jobs, seed), template.duration)
     fan_ins = [inc for inc in template.incidents if isinstance(inc, Incast | Microburst)]
     drawn_fan_ins = {id(inc): draw.fan_in(inc) for inc in fan_ins}
-    anchor = next(iter(drawn_fan_ins.values()), None)
+    rides_on = next(iter(drawn_fan_ins.values()), None)  # the fan-in a CNP-losing sender or a PFC-less port is on
     incidents = [
-        drawn_fan_ins[id(inc)] if id(inc) in drawn_fan_ins else draw.incident(inc, anchor) for inc in template.incidents
+        drawn_fan_ins[id(inc)] if id(inc) in drawn_fan_ins else draw.incident(inc, rides_on)
+        for inc in template.incidents
     ]
     data: dict[str, Any] = template.model_dump()
     data.update(

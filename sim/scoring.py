@@ -6,8 +6,11 @@ The rules (`rocescope.sim.truth` says what each kind is and where its anchor lie
   anchor ports, or a straggler's host: a finding elsewhere on the same switch sends nobody to the right cable),
   and its evidence interval (`start`, the read before the evidence, to `end`, the read that last showed it)
   overlaps the incident widened by the clock error the profile allows (`clock_s`), and nothing more;
-* each incident's *best* finding is its earliest match; a finding is true when it is some incident's best;
-  every other finding counts against precision, fragments (a second finding of one incident) included;
+* each incident's *best* finding is its earliest match among the findings located at its anchor (whose first
+  port, where a detector puts what it localizes, is an anchor port), else among all its matches: a microburst or
+  incast finding also names its senders' ports, and the finding at a sender's own receive port is that port's
+  incident's, not a fragment; a finding is true when it is some incident's best; every other finding counts
+  against precision, fragments (a second finding of one incident) included;
 * incidents that are don't care (near a definition's edge), unobservable (nothing collected could show them) or
   unobservable by the gear's cadence (`Truth.unresolved`) are neither found nor missed, and a finding matching
   only such incidents is neither true nor false; the table shows their shares, apart from the misses;
@@ -222,7 +225,8 @@ def score(
         s.near += bool(hits) or any(set(f.devices) & set(t.devices) for f in timely)
         if not hits:
             continue
-        best = min(hits, key=lambda f: (f.start, -(f.end - f.start)))
+        located = [f for f in hits if f.ports and f.ports[0] in (t.anchor or t.ports)]
+        best = min(located or hits, key=lambda f: (f.start, -(f.end - f.start)))
         best_of.add(id(best))
         s.recalled += 1
         s.attributed += set(best.job_ids or ()) == set(t.job_ids)

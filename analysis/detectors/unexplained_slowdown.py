@@ -24,7 +24,9 @@ takes the baseline without them); per job and `bucket_s`, the median inflation o
 bucket (by time: an operation counts in every bucket its execution overlaps, its extra time spread over them);
 buckets at `min_inflation` or more joined into spells (gaps of `gap_buckets`), those of `min_seconds` or more that no
 earlier finding covers (the job among a finding's jobs, placed on its hosts or under its leaves, or paused
-by its spread: `rocescope.analysis.impact.candidate_jobs`) are findings. A rank is named when its score
+by its spread: `rocescope.analysis.impact.candidate_jobs`; a finding that began more than `min_seconds` plus
+`explain_slack_s` before the spell was there while the job ran at its usual speed, and explains nothing) are
+findings. A rank is named when its score
 reaches `straggler_share`: with traces, its extra lateness over the latest rank's, when that explains at
 least `min_lateness_share` of the job's median extra time (less than all of it where a record sums several
 collectives, each delayed); else how much less than the job's median extra time it waited, over that. Its
@@ -220,9 +222,15 @@ def _edges(
     return first, last
 
 
-def _explained(ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta) -> list[Finding]:
-    """Earlier findings of another kind that overlap the spell and concern the job."""
-    return [f for f in concerning(ctx.prior, ctx.fabric, job, start, end, slack) if f.kind != KIND]
+def _explained(
+    ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta, onset: dt.timedelta
+) -> list[Finding]:
+    """Earlier findings of another kind that overlap the spell, concern the job and began with it: at most `onset`
+    before the spell's start. A cause the job ran under for a whole spell's length at its usual speed (congestion
+    that was there all along: a tree's fan-in, a busy storage reader) was not slowing it, and cannot explain why it
+    slowed later."""
+    near = concerning(ctx.prior, ctx.fabric, job, start, end, slack)
+    return [f for f in near if f.kind != KIND and f.start >= start - onset]
 
 
 def _scores(
@@ -308,6 +316,9 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
     spells = _spells(judged, p)
     findings = []
     slack = dt.timedelta(seconds=p.explain_slack_s)
+    # a cause began with the spell when it began at most a spell's minimum length (plus the slack for edges known to
+    # a read) before it: had it slowed the job earlier, the spell would have begun earlier
+    onset = slack + dt.timedelta(seconds=p.min_seconds)
     for row in spells.iter_rows(named=True) if not spells.is_empty() else ():
         if row["end"] <= ctx.window.start:
             continue
@@ -315,7 +326,7 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
         mine = _records(judged, p).filter(pl.col("job_id") == job)
         start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
         seconds = (end - start).total_seconds()
-        if seconds < p.min_seconds - 1e-6 or _explained(ctx, job, start, end, slack):
+        if seconds < p.min_seconds - 1e-6 or _explained(ctx, job, start, end, slack, onset):
             continue
         scored, method, job_excess = _scores(mine, start, end, p)
         named = _stragglers(ctx, p, job, scored, mine)

@@ -9,7 +9,17 @@ import datetime as dt
 
 import polars as pl
 import pytest
-from nccl_jobs import INCAST, RingJob, incast_between_jobs, land_collectives, one_leaf
+from nccl_jobs import (
+    INCAST,
+    LINE,
+    PORT_CLOCK,
+    QUEUE_CLOCK,
+    WM_CLOCK,
+    RingJob,
+    incast_between_jobs,
+    land_collectives,
+    one_leaf,
+)
 
 from rocescope.analysis.blame import who_hurt_whom, with_blame
 from rocescope.analysis.collectives import job_collectives
@@ -66,6 +76,28 @@ def test_a_ring_waits_for_its_straggler_and_the_straggler_is_named_at_its_host(
         "culprit_jobs": [], "culprit_shares": {}, "victim_jobs": [job.job_id], "cause": "a straggler in the job",
         "measured": True,
     }  # fmt: skip
+
+
+def test_congestion_the_job_ran_under_at_its_usual_speed_does_not_explain_its_straggler(
+    store: Store, now: dt.datetime
+) -> None:
+    """Bursts into node-2 (a tree parent's fan-in, say) for the whole window: the job ran at its usual speed under
+    them for two minutes, so they cannot explain why it slowed at 120 s; the straggler is still found."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5c", late={5: steps((*SLOW, 15_000.0))})
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
+    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps(base=9e6), WM_CLOCK, priority=3)
+    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps(base=3e4), QUEUE_CLOCK, 3)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    result = analyze(store, t.window, write=False)
+    (burst,) = [f for f in result.findings if f.kind == "microburst"]
+    assert burst.start - t.window.start <= dt.timedelta(seconds=60)  # there before the job slowed
+    (slow,) = [f for f in result.findings if f.kind == "unexplained_slowdown"]
+    assert slow.devices == ("node-5",)
+    assert abs((slow.start - t.window.start).total_seconds() - SLOW[0]) <= 10
 
 
 def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:

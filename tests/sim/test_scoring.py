@@ -70,6 +70,20 @@ def test_a_finding_at_a_senders_port_does_not_match_an_incast() -> None:
     assert (s.recall, s.precision, s.localization) == (1.0, 1.0, 1.0)
 
 
+def test_the_finding_located_at_an_incidents_anchor_is_its_best_not_one_naming_it_as_a_sender() -> None:
+    # microbursts into two NICs in one tree job: each finding names the other's receive port among its senders
+    at = {h: f"leaf-r0-01:Ethernet{4 * k}" for k, h in enumerate(("gpu-001", "gpu-002"))}
+    truths = [
+        Truth("microburst", T0, T0 + dt.timedelta(seconds=60), (), ("leaf-r0-01",), (at[h], f"{h}:eth0"),
+              anchor=(at[h], f"{h}:eth0"))
+        for h in at
+    ]  # fmt: skip
+    one = finding("microburst", 0.0, 60.0, (at["gpu-001"], "gpu-001:eth0", at["gpu-002"]), ())
+    two = finding("microburst", 0.5, 60.0, (at["gpu-002"], "gpu-002:eth0", at["gpu-001"]), ())
+    s = score(truths, [one, two])["microburst"]
+    assert (s.recall, s.true_findings, s.fragments, s.precision) == (1.0, 2, 0, 1.0)  # before: 1 true, 1 fragment
+
+
 def test_a_finding_on_the_peer_of_a_storms_root_does_not_match() -> None:
     s = score([STORM], [finding(ports=("leaf-r0-01:Ethernet5/1",))])["pfc_storm"]
     assert (s.recall, s.precision) == (0.0, 0.0)
