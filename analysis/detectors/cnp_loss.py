@@ -25,8 +25,9 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   rate, minus what it did) and at least `min_lost_rate` per second, and it is evidently in the congestion:
   it counts ignored CNPs, or PFC holds it back on a lossless priority (`min_paused_fraction` of the time, or as
   many pause frames as make that time at 400G): a sender that keeps its rate where its flows are marked is held
-  back by PFC instead of DCQCN (ECN marks come before pauses). Handling a few CNPs is no such evidence: under
-  training traffic nearly every NIC handles some, at rates spread over decades by its flows' paths. Suspects
+  back by PFC instead of DCQCN (ECN marks come before pauses). Where the NIC's pauses are read, handling a few
+  CNPs is no such evidence: under training traffic nearly every NIC handles some, at rates spread over decades by
+  its flows' paths; where they are not read, it is all there is (it was marked, and handled less). Suspects
   are taken in order of their shortfall while the lost CNPs still explain them, so a NIC that merely sees less
   congestion than its job-mates is not blamed for a loss another NIC explains;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
@@ -178,10 +179,15 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
         .group_by("bucket", "device", "netdev")
         .agg((pl.col("delta") / pl.col("seconds")).max().alias("pause_frames_per_s"))
     )
-    return (
-        counts.join(paused, on=["bucket", "device", "netdev"], how="left")
-        .join(frames_in, on=["bucket", "device", "netdev"], how="left")
-        .with_columns(pl.col("paused_fraction").fill_null(0.0), pl.col("pause_frames_per_s").fill_null(0.0))
+    joined = counts.join(paused, on=["bucket", "device", "netdev"], how="left").join(
+        frames_in, on=["bucket", "device", "netdev"], how="left"
+    )
+    # whether the NIC's pauses are read at all: where they are not, no pause is no evidence either way
+    counted = (pl.col("paused_fraction").is_not_null() | pl.col("pause_frames_per_s").is_not_null()).any()
+    return joined.with_columns(
+        counted.over("device", "netdev").alias("pauses_counted"),
+        pl.col("paused_fraction").fill_null(0.0),
+        pl.col("pause_frames_per_s").fill_null(0.0),
     )
 
 
@@ -228,11 +234,13 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
             pl.col("job_id").unique().sort().alias("shared_jobs"),
         )
     )
-    # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN
+    # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN; where its pauses
+    # are not read, handling some CNPs (fewer than it is sent) is all that shows it was marked
     congested = (
         (pl.col(IGNORED) > 0)
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
         | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
+        | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
     )
     rows = nic.join(peers, on=["bucket", "device", "netdev"]).filter(
         pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"), congested
