@@ -343,7 +343,7 @@ def eval_cmd(
         if r.baseline_s > 0:
             wide.print(
                 f"clean baselines ({r.baseline_s:g} s of fabric time, {r.profile}): {len(r.baseline_findings)} "
-                "finding(s)",
+                "false finding(s) (matching nothing the traffic made by itself)",
                 highlight=False,
             )
     if exam:

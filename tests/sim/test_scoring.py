@@ -13,7 +13,7 @@ from rich.console import Console
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Window
 from rocescope.analysis.run import AnalysisResult
-from rocescope.sim.evaluate import EvalError, coarsest_cadence, detectors_ran
+from rocescope.sim.evaluate import EvalError, RunOutcome, coarsest_cadence, detectors_ran, group_scores
 from rocescope.sim.profile import load_profile
 from rocescope.sim.scoring import KindScore, Truth, merge, score, scores_table
 from rocescope.sim.truth import clock_error_s, unobservable_by_cadence
@@ -82,6 +82,15 @@ def test_the_finding_located_at_an_incidents_anchor_is_its_best_not_one_naming_i
     two = finding("microburst", 0.5, 60.0, (at["gpu-002"], "gpu-002:eth0", at["gpu-001"]), ())
     s = score(truths, [one, two])["microburst"]
     assert (s.recall, s.true_findings, s.fragments, s.precision) == (1.0, 2, 0, 1.0)  # before: 1 true, 1 fragment
+
+
+def test_a_clean_baselines_false_findings_are_those_matching_nothing_the_traffic_made() -> None:
+    burst = Truth("microburst", T0, T0 + dt.timedelta(seconds=60), (), ("leaf-r0-01",), ("leaf-r0-01:Ethernet0",))
+    real = finding("microburst", 0.0, 60.0, ("leaf-r0-01:Ethernet0",), ())  # a tree parent's fan-in, labelled
+    false = finding("incast", 0.0, 60.0, ("leaf-r0-01:Ethernet0",), ())
+    run = RunOutcome("baseline", 1, [burst], [real, false], score([burst], [real, false]), 180.0, 1.0)
+    (profile,) = group_scores([run], lambda o: o.profile)
+    assert profile.baseline_findings == [false] and profile.baseline_s == 180.0
 
 
 def test_a_finding_on_the_peer_of_a_storms_root_does_not_match() -> None:
