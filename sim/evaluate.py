@@ -39,7 +39,7 @@ from rocescope.sim.impact_eval import impact_json
 from rocescope.sim.profile import Profile, load_profile
 from rocescope.sim.run import RunSummary, run_scenario
 from rocescope.sim.scenario import INCIDENT_KINDS, Scenario, load_scenario, scenario_names
-from rocescope.sim.scoring import KindScore, Truth, matches, merge, score
+from rocescope.sim.scoring import KindScore, Truth, merge, score
 from rocescope.sim.truth import clock_error_s, unobservable_by_cadence
 
 log = logging.getLogger(__name__)
@@ -278,14 +278,8 @@ def group_scores(outcomes: Sequence[RunOutcome], label: Callable[[RunOutcome], s
         res.runs.append(o)
         if o.scenario == "baseline":
             res.baseline_s += o.sim_seconds
-            res.baseline_findings += false_findings(o)
+            res.baseline_findings += [f for s in o.scores.values() for f in s.unmatched]
     return list(results.values())
-
-
-def false_findings(o: RunOutcome) -> list[Finding]:
-    """The run's findings that match none of its incidents (scored, don't care or unobservable alike)."""
-    clock = clock_error_s(load_profile(o.profile))
-    return [f for f in o.findings if not any(matches(f, t, clock) for t in o.truths)]
 
 
 def evaluate(

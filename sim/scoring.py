@@ -132,6 +132,8 @@ class KindScore:
     cadence_s: float = 1.0
     #: each matched incident with its best finding (impact and blame are scored on them: `sim.impact_eval`)
     best: list[tuple[Truth, Finding]] = field(default_factory=list)
+    #: findings that match no incident at all (scored, don't care or unobservable): false wherever they are
+    unmatched: list[Finding] = field(default_factory=list)
 
     @property
     def precision(self) -> float | None:
@@ -243,6 +245,7 @@ def score(
             s.fragments += 1
         elif not hit:
             s.findings += 1
+            s.unmatched.append(f)
         # a finding on don't-care or unobservable incidents only is neither true nor false
     return dict(scores)
 
@@ -255,6 +258,7 @@ def merge(into: dict[str, KindScore], other: Mapping[str, KindScore]) -> None:
             setattr(m, name, getattr(m, name) + getattr(s, name))
         m.delays_s += s.delays_s
         m.best += s.best
+        m.unmatched += s.unmatched
         m.cadence_s = max(m.cadence_s, s.cadence_s)
 
 
