@@ -12,8 +12,11 @@ from __future__ import annotations
 from rocescope import schema
 from rocescope.catalog import METRICS_BY_NAME
 
-#: Views created by `rocescope.pipeline.migrations` (not in `schema.TABLES`: they are derived).
-PORT_RATES = "port_rates"
+#: Views created by `rocescope.pipeline.migrations` (not in `schema.TABLES`: they are derived). Rates come from
+#: the parameterized `port_rates_fresh` over the dashboard's time range: one source per series (a counter landed
+#: by gNMI and SNMP is not summed twice) and values re-sent between refreshes are no reads (a 10 s queue counter
+#: sampled every second is a steady rate, not nine zeros and a spike the `max` panels would show).
+PORT_RATES = "port_rates_fresh(start = $__fromTime_ms, end = $__toTime_ms)"
 PORT_RATES_1M = "port_rates_1m"
 
 
@@ -141,7 +144,7 @@ def per_second(expr: str = DELTA) -> str:
 
 
 def rate_series(metric_names: tuple[str, ...], where: str, label: str, scale: str = "") -> str:
-    """Per-second rate of `metric_names` over time, one series per `label` expression, from `port_rates`."""
+    """Per-second rate of `metric_names` over time, one series per `label` expression, from `port_rates_fresh`."""
     return f"""SELECT $__timeInterval(ts) AS time, {label} AS series, {per_second()}{scale} AS value
 FROM {PORT_RATES}
 WHERE $__timeFilter(ts) AND metric IN ({metrics(*metric_names)}) AND {where}

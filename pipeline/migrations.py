@@ -172,20 +172,39 @@ def refresh_groups_sql(rows: str) -> str:
         AND regular >= {MIN_REGULAR_SHARE}"""
 
 
-def fresh_reads_sql(rows: str) -> str:
-    """`rows` (counter samples) without the values re-sent between refreshes, as SQL: in a group of the
-    parameters `resent` (keys), `refresh_s` and `read_s` (`refresh_groups_sql`), an unchanged value read less
-    than a refresh (and half a read) after its series' last change is a re-send, no read; the next change then
-    spans the time since the last one. An unchanged value read a whole refresh later is a real read of a counter
-    that did not move."""
+#: The query parameters `fresh_reads_sql` reads the re-sending groups from by default (`refresh_groups_sql`'s
+#: columns as arrays: keys, refresh periods, read intervals).
+RESENT_PARAMS = ("{resent:Array(String)}", "{refresh_s:Array(Float64)}", "{read_s:Array(Float64)}")
+
+
+def fresh_reads_sql(rows: str, groups: tuple[str, str, str] = RESENT_PARAMS) -> str:
+    """`rows` (counter samples) without the values re-sent between refreshes, as SQL: in a group of `groups`
+    (array expressions of keys, refresh periods and read intervals, `refresh_groups_sql`; by default the query
+    parameters `RESENT_PARAMS`), an unchanged value read less than a refresh (and half a read) after its series'
+    last change is a re-send, no read; the next change then spans the time since the last one. An unchanged
+    value read a whole refresh later is a real read of a counter that did not move."""
+    keys, refresh_s, read_s = groups
     return f"""
     SELECT {_SAMPLE} FROM (
-        SELECT *, indexOf({{resent:Array(String)}}, concat({REFRESH_GROUP})) AS g
+        SELECT *, indexOf({keys}, concat({REFRESH_GROUP})) AS g
         FROM ({_changes_sql(rows)})
     )
     WHERE g = 0 OR changed OR n = 1 OR ifNull(
-        since_s >= arrayElement({{refresh_s:Array(Float64)}}, g) + 0.5 * arrayElement({{read_s:Array(Float64)}}, g),
+        since_s >= arrayElement({refresh_s}, g) + 0.5 * arrayElement({read_s}, g),
         0)"""
+
+
+def one_source_sql(rows: str) -> str:
+    """`rows` (counter samples) from one source per series, as SQL: the source that delivered the most samples
+    (ties: the source named last), as the detectors' frames choose (`Frames.shadowed_sources`). A counter two
+    sources land a few counts apart (gNMI and SNMP, two collector shards in failover) is never interleaved, and
+    its rate is never counted twice by a sum over sources."""
+    return f"""
+    SELECT {_SAMPLE} FROM (
+        SELECT *, max((source_samples, source)) OVER (PARTITION BY {SERIES}) AS best
+        FROM (SELECT {_SAMPLE}, count() OVER (PARTITION BY {SOURCE_SERIES}) AS source_samples FROM ({rows}))
+    )
+    WHERE (source_samples, source) = best"""
 
 
 def _stepped_over_sql() -> str:
@@ -243,12 +262,11 @@ def max_rate_sql(metric: str = "metric") -> str:
     return f"multiIf({arms}{MAX_RATE_DEFAULT!r})"
 
 
-def port_rates_sql(db: str) -> str:
-    """Per-second rates of counter metrics between consecutive samples of one series (wraps and resets
-    as `counter_delta_sql`, never negative). Duplicate samples (same timestamp), the first sample
-    of a series and implausible increases (`max_rate_sql`) give no rate.
-    """
-    return f"""CREATE OR REPLACE VIEW `{db}`.`port_rates` AS
+def _rates_sql(samples: str) -> str:
+    """Per-second rates between consecutive `samples` (counter samples) of one series and source, as SQL (wraps
+    and resets as `counter_delta_sql`, never negative). Duplicate samples (same timestamp), the first sample of
+    a series, drops that prove no reset and implausible increases (`max_rate_sql`) give no rate."""
+    return f"""
 SELECT ts, device, role, port, priority, metric, source, value, dt_s, increase / dt_s AS rate, reset_or_wrap
 FROM
 (
@@ -258,12 +276,37 @@ FROM
     (
         SELECT ts, device, role, port, priority, metric, source, value, raw_name,
             {SERIES_LAGS}
-        FROM `{db}`.`counters`
-        WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter')
+        FROM ({samples})
         {SERIES_WINDOW}
     )
 )
 WHERE n > 1 AND dt_s > 0 AND increase IS NOT NULL AND rate <= {max_rate_sql()}"""
+
+
+def _counter_samples(db: str, where: str = "") -> str:
+    return f"""SELECT {_SAMPLE} FROM `{db}`.`counters`
+        WHERE metric IN (SELECT metric FROM `{db}`.`metric_catalog` WHERE kind = 'counter'){where}"""
+
+
+def port_rates_sql(db: str) -> str:
+    """`port_rates`: every counter sample's rate since the previous one of its series and source (`_rates_sql`),
+    over the whole store. Each source's series is rated as it came: a counter two sources land appears twice,
+    and values a target re-sent between refreshes are zeros and jumps (see `port_rates_fresh_sql`)."""
+    return f"CREATE OR REPLACE VIEW `{db}`.`port_rates` AS{_rates_sql(_counter_samples(db))}"
+
+
+def port_rates_fresh_sql(db: str) -> str:
+    """`port_rates_fresh(start=..., end=...)`: rates of the counter samples stamped in [start, end) as the
+    detectors read them, for dashboards and SQL: one source per series (`one_source_sql`), and the values a
+    target re-sent between its refreshes (`refresh_groups_sql`, inferred from the window's own samples) are no
+    reads, so a 10 s queue counter sent every second is one steady rate, not nine zeros and a 10x jump. A
+    parameterized view: the refresh inference needs a bounded window (Grafana: `start=$__fromTime_ms,
+    end=$__toTime_ms`)."""
+    window = " AND ts >= {start:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')}"
+    one = one_source_sql(_counter_samples(db, window))
+    groups = f"(SELECT (groupArray(key), groupArray(refresh_s), groupArray(read_s)) FROM ({refresh_groups_sql(one)}))"
+    fresh = fresh_reads_sql(one, ("resent.1", "resent.2", "resent.3"))
+    return f"CREATE OR REPLACE VIEW `{db}`.`port_rates_fresh` AS\nWITH {groups} AS resent{_rates_sql(fresh)}"
 
 
 def _qp_owner_paths(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
@@ -282,6 +325,10 @@ def _imports(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
 
 def _views(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [port_rates_sql(db)]
+
+
+def _fresh_rates_view(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [port_rates_fresh_sql(db)]
 
 
 def _rollup_mv(db: str) -> str:
@@ -361,6 +408,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(10, "collectives (NCCL timings) and their 1-minute rollup", _collectives),
     Migration(11, "port_rates per source, resets proven, 32-bit wraps only for 32-bit counters", _views, fresh=False),
     Migration(12, "import ledger", _imports),
+    Migration(13, "port_rates_fresh: one source per series, re-sends between refreshes no reads", _fresh_rates_view),
 )
 
 

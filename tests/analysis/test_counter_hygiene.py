@@ -11,7 +11,7 @@ import pytest
 
 from rocescope.analysis.frames import Frames, Window
 from rocescope.pipeline.batch import conform
-from rocescope.pipeline.store import Store
+from rocescope.pipeline.store import Store, query_polars
 
 W32 = 2**32
 
@@ -156,3 +156,32 @@ def test_a_counter_refreshed_as_often_as_it_is_read_keeps_every_read(any_store: 
     assert tx.height == 59 and tx.filter(pl.col("rate") == 0).height == 20  # 60 reads in the window
     fcs = frames.rates(["fcs_errors"]).filter(pl.col("port") == "Ethernet1")
     assert fcs.height == 59 and sorted(fcs["rate"].to_list())[-6:] == [10.0] * 6
+
+
+def fresh_rates(store: Store, now: dt.datetime, metric: str) -> pl.DataFrame:
+    """The `port_rates_fresh` view over the test's minute, as a dashboard queries it."""
+    sql = f"""SELECT ts, port, source, rate FROM port_rates_fresh(
+        start = fromUnixTimestamp64Milli({int(now.timestamp() * 1000)}),
+        end = fromUnixTimestamp64Milli({int(now.timestamp() * 1000) + 61_000}))
+    WHERE metric = {{metric:String}} ORDER BY port, ts"""
+    return query_polars(store, sql, {"metric": metric})
+
+
+def test_the_fresh_rates_view_reads_counters_as_the_detectors_do(any_store: Store, now: dt.datetime) -> None:
+    """Dashboards and SQL read `port_rates_fresh`: a 10 s queue counter sent every second is a steady rate, not
+    nine zeros and a 10x jump, and a counter two sources land is rated once (a sum over `port_rates` counts
+    it twice, a few counts apart as a "reset" worth the whole counter)."""
+    for i in range(4):
+        any_store.insert("counters", _resent(now, f"Ethernet{i}", 1000.0, 10, 0.2 + 0.05 * i))
+    marks = fresh_rates(any_store, now, "queue_ecn_marked_packets")
+    assert marks.height >= 4 * 5 and marks["rate"].min() == pytest.approx(1000.0, rel=0.15)
+    assert marks["rate"].max() == pytest.approx(1000.0, rel=0.15)
+    plain = query_polars(any_store, "SELECT rate FROM port_rates WHERE metric = 'queue_ecn_marked_packets'")
+    assert plain["rate"].max() > 5 * 1000.0  # the raw view keeps what was sent: a jump every refresh
+
+    any_store.insert("counters", rows(now, [(t, 1_000_000 + 50 * t) for t in range(0, 31)]))
+    any_store.insert("counters", rows(now, [(t + 0.3, 999_995 + 50 * t) for t in range(0, 31, 10)], source="snmp",
+                                      raw_name="cpfcIfPriorityIndications"))  # fmt: skip
+    pauses = fresh_rates(any_store, now, "pfc_rx_pause")
+    assert pauses["source"].unique().to_list() == ["gnmi"] and pauses.height == 30
+    assert pauses["rate"].to_list() == [pytest.approx(50.0)] * 30
