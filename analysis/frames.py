@@ -61,6 +61,9 @@ SWITCH_PORTS = f" AND NOT (role = 'switch' AND match(toString(port), '{_NON_FABR
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
 _COUNTERS = frozenset(COUNTER_METRICS)
+#: Peak-since-last-read gauges (SONiC's queue, PG and buffer pool watermarks, read and cleared by each flex counter
+#: poll, every 60 s by default): sent again between refreshes, one peak would be read as one burst per send.
+PEAK_GAUGES = ("queue_watermark_bytes", "pg_watermark_bytes", "buffer_pool_watermark_bytes")
 
 TS = pl.Datetime("ns", "UTC")
 
@@ -182,6 +185,27 @@ def _plain(frame: pl.DataFrame, expected: Mapping[str, pl.DataType], what: str) 
     return check_schema(frame.with_columns(casts) if casts else frame, expected, what)
 
 
+#: The refresh of a peak gauge whose own period could not be inferred (`_peaks_on_resending_targets`): longer than
+#: any window, so only its changes are reads.
+UNKNOWN_REFRESH_S = 1e9
+
+
+def _peaks_on_resending_targets(groups: Mapping[str, tuple[float, float]]) -> dict[str, tuple[float, float]]:
+    """Peak gauge groups (`PEAK_GAUGES`) of targets (device and source) proven to re-send unchanged counters, that
+    `refresh_groups_sql` could not time themselves: a watermark changes at most once a refresh (60 s), so a quiet
+    minute's few changes say no period. Re-sending is the target's (its gNMI server's SAMPLE), and a queue's peak
+    since the last read that comes again to the byte on such a target is the same read sent again: only its
+    changes are reads (`UNKNOWN_REFRESH_S`). Two refreshes that peak at the same byte count are then one read."""
+    out: dict[str, tuple[float, float]] = {}
+    for key, (_, read_s) in groups.items():
+        device, _, source = key.split("|")
+        for metric in PEAK_GAUGES:
+            peak = f"{device}|{metric}|{source}"
+            if peak not in groups:
+                out[peak] = (UNKNOWN_REFRESH_S, read_s)
+    return out
+
+
 def _t(values: Sequence[Any] | None) -> tuple[Any, ...] | None:
     return None if values is None else tuple(sorted(values))
 
@@ -281,20 +305,23 @@ FROM (
 
     def resent_groups(self) -> dict[str, tuple[float, float]]:
         """Refresh groups (device|metric|source) whose target re-sends unchanged values between refreshes, with
-        their refresh period and read interval in seconds (`refresh_groups_sql`). One scan of the window's
-        counters, once; empty (and no cost to any rate query) where every group is refreshed as it is read."""
+        their refresh period and read interval in seconds (`refresh_groups_sql`): counters and peak gauges
+        (`PEAK_GAUGES`). One scan of the window's samples, once; empty (and no cost to any query) where every group
+        is refreshed as it is read."""
         if self._resent is None:
             one_source = self._one_source()
             samples = f"""
                 SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
                 WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
                     AND metric IN {{metrics:Array(String)}}{one_source}"""  # noqa: S608 - placeholders only
-            frame = self._query(("resent",), refresh_groups_sql(samples), self._params(COUNTER_METRICS))
+            metrics = (*COUNTER_METRICS, *PEAK_GAUGES)
+            frame = self._query(("resent",), refresh_groups_sql(samples), self._params(metrics))
             self._resent = {str(k): (float(r), float(g)) for k, r, g in frame.iter_rows()} if frame.height else {}
+            self._resent |= _peaks_on_resending_targets(self._resent)
             if self._resent:
                 log.info(
-                    "%d counter groups re-send unchanged values between refreshes (e.g. %s every %.0f s): "
-                    "the re-sends are no reads",
+                    "%d counter and watermark groups re-send unchanged values between refreshes "
+                    "(e.g. %s every %.0f s): the re-sends are no reads",
                     len(self._resent),
                     *next((k, r) for k, (r, _) in self._resent.items()),
                 )
@@ -438,17 +465,27 @@ GROUP BY device, port ORDER BY device, port"""  # noqa: S608 - placeholders only
         priorities: Sequence[int] | None = None,
         devices: Sequence[str] | None = None,
     ) -> pl.DataFrame:
-        """Gauge samples in the window (GAUGES_SCHEMA); with `min_value`, only rows at or above it."""
+        """Gauge samples in the window (GAUGES_SCHEMA); with `min_value`, only rows at or above it. A peak gauge
+        (`PEAK_GAUGES`) sent again between its refreshes is one read (`resent_groups`)."""
         key = ("gauges", tuple(metrics), min_value, _t(roles), _t(priorities), _t(devices))
         if not self.present(metrics):
             return pl.DataFrame(schema=GAUGES_SCHEMA)
         floor = "" if min_value is None else " AND value >= {min_value:Float64}"
+        filters = self._filters(roles, priorities, devices)
+        if set(metrics) & set(PEAK_GAUGES) and self.resent_groups():  # a peak sent again is no second peak
+            samples = f"""
+                SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
+                WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+                    AND metric IN {{metrics:Array(String)}}{filters}"""  # noqa: S608 - placeholders only
+            source, filters = f"({fresh_reads_sql(samples)})", ""
+        else:
+            source = "counters"
         sql = f"""
 SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
     toString(metric) AS metric, value
-FROM counters
+FROM {source}
 WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
-    AND metric IN {{metrics:Array(String)}}{self._filters(roles, priorities, devices)}{floor}
+    AND metric IN {{metrics:Array(String)}}{filters}{floor}
 ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_value=min_value, roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), GAUGES_SCHEMA, "gauges")

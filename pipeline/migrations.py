@@ -180,17 +180,23 @@ RESENT_PARAMS = ("{resent:Array(String)}", "{refresh_s:Array(Float64)}", "{read_
 def fresh_reads_sql(rows: str, groups: tuple[str, str, str] = RESENT_PARAMS) -> str:
     """`rows` (counter samples) without the values re-sent between refreshes, as SQL: in a group of `groups`
     (array expressions of keys, refresh periods and read intervals, `refresh_groups_sql`; by default the query
-    parameters `RESENT_PARAMS`), an unchanged value read less than a refresh (and half a read) after its series'
-    last change is a re-send, no read; the next change then spans the time since the last one. An unchanged
-    value read a whole refresh later is a real read of a counter that did not move."""
+    parameters `RESENT_PARAMS`), an unchanged value is a re-send, no read, except the first one read in each
+    further refresh period after its series' last change (half a read early counts): that is a real read of a
+    value that did not move (a still counter, an idle queue's zero peak). The next change then spans the time
+    since the last read kept. Each period, not each read after the first period: a watermark that saturated at
+    the same peak twice is two peaks, never one per send from then on."""
     keys, refresh_s, read_s = groups
+    period = f"arrayElement({refresh_s}, g)"
+    slack = f"0.5 * arrayElement({read_s}, g)"
     return f"""
     SELECT {_SAMPLE} FROM (
-        SELECT *, indexOf({keys}, concat({REFRESH_GROUP})) AS g
+        SELECT *, indexOf({keys}, concat({REFRESH_GROUP})) AS g,
+            if(lagInFrame(changed) OVER s, 0, lagInFrame(since_s) OVER s) AS before_s
         FROM ({_changes_sql(rows)})
+        WINDOW s AS (PARTITION BY {SOURCE_SERIES} ORDER BY ts ASC ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
     )
     WHERE g = 0 OR changed OR n = 1 OR ifNull(
-        since_s >= arrayElement({refresh_s}, g) + 0.5 * arrayElement({read_s}, g),
+        floor((since_s + {slack}) / {period}) > floor((before_s + {slack}) / {period}),
         0)"""
 
 

@@ -149,7 +149,10 @@ def evaluate_run(
     if path == "served":
         from rocescope.sim.serve import serve_scenario
 
-        summary, _stats = serve_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact)
+        # as deployed: the collectors subscribe their own defaults, the switches answer as their OS does
+        summary, _stats = serve_scenario(
+            settings, sc, duration_s, profile=prof, counterfactuals=impact, own_subscriptions=True
+        )
     else:
         summary = run_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact)
     poll = sc.poll_interval_s

@@ -143,6 +143,13 @@ class SwitchSide(_Model):
     #: None: every metric the model has, at every poll (ideal).
     groups: dict[GroupName, Group] | None = None
     pfc_watchdog: PfcWatchdog = PfcWatchdog()
+    #: What the switch's gNMI target sends under SAMPLE on the served path: `reads`, each read once at its own
+    #: stamp (a target that suppresses redundant values); `current`, every subscribed path's current value at
+    #: every sample interval, read or not, stamped with the send time (sonic-gnmi: SAMPLE reads COUNTERS_DB on
+    #: its own timer, so a 10 s queue counter sampled every second is nine re-sends and one change);
+    #: `current_read_stamp`, the same values stamped with when they were read (a target that stamps a value with
+    #: its last update: the store gets duplicates of one timestamp).
+    sample: Literal["reads", "current", "current_read_stamp"] = "reads"
 
     @model_validator(mode="after")
     def _check(self) -> SwitchSide:

@@ -125,6 +125,7 @@ def serve_scenario(
     on_ready: Callable[[FabricServer], None] | None = None,
     profile: str | Path | Profile | None = None,
     counterfactuals: bool = True,
+    own_subscriptions: bool = False,
 ) -> tuple[RunSummary, ServeStats]:
     """Run a scenario with its facades served as the deployment `profile` reports it (default: the
     scenario's `profile:`); lockstep with the collectors (`speed=None`), or paced.
@@ -132,7 +133,9 @@ def serve_scenario(
     With `collect`, the gNMI, NIC, SNMP and LLDP collectors gather over the protocols and publish through
     the configured transport into the store, with the `endpoints` and `incidents` (ground truth) streams.
     The lockstep run ends now (as the fast path); a paced run starts now. Without `counterfactuals`, the
-    incidents' toll is measured against the jobs' clean times only (as `run_scenario`).
+    incidents' toll is measured against the jobs' clean times only (as `run_scenario`). With
+    `own_subscriptions`, the gNMI collector subscribes its own default paths at its own intervals (a deployment:
+    nobody tells it the gear's cadences), else each metric group at the cadence the profile reads it.
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     prof = load_profile(profile if profile is not None else sc.profile)
@@ -162,7 +165,7 @@ def serve_scenario(
     try:
         with publishing(settings, guard=True) if collect else _no_publishing() as (producer, _metrics):
             counting = _Counting(producer, rows) if producer is not None else None
-            with FabricServer(world, root, gear=gear) as server:
+            with FabricServer(world, root, gear=gear, own_subscriptions=own_subscriptions) as server:
                 if producer is not None:
                     stats.links_from = publish_links(server, producer, rows)
                     tables = static_tables(world, gear)

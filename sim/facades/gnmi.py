@@ -32,6 +32,11 @@ was read; OpenConfig and SR Linux: the leaves of one stamp, each at its full pat
 acknowledges the tick to the clock, whose barrier keeps the simulator from running ahead of the slowest
 stream. On the clock's final tick every subscription sends what it still holds. Rendering is cached per
 subscription (the layout is fixed; only values change per tick).
+
+That is `sample="reads"`. A profile's switch may instead send what real targets send (`SwitchSide.sample`):
+`current`, every path's current value at every interval whether the device read it again or not, stamped
+with the send time (`send_lag_s` after the tick's fabric time, so after every read of the tick), as sonic-gnmi
+does; `current_read_stamp`, the same values stamped when they were read (repeats of one timestamp).
 """
 
 from __future__ import annotations
@@ -109,10 +114,15 @@ class GnmiFacade:
         clock: TickClock | None = None,
         device: str = "",
         dialect: str = "ideal",
+        sample: str = "reads",
+        send_lag_s: float = 0.0,
     ) -> None:
         self.source = source
         self.device = device
         self.dialect = dialect
+        self.sample = sample
+        #: a clocked sample is sent this long after its tick's fabric time (after every read of the tick)
+        self.send_lag_ns = round(send_lag_s * 1e9)
         self.host = host
         self.port = port
         self.tls = tls
@@ -287,15 +297,21 @@ class GnmiFacade:
                     plan, rows = plans[i]
                     if not len(rows):
                         continue
-                    pending = view.read_at[rows] > sent_tick[i]
-                    if not pending.any():
-                        continue
                     step = max(1, round(sub.interval_s * 1e9))
                     last = sent_at[i]
-                    if not view.final and last is not None and view.ts_ns < last + step - step // 1000:
-                        continue
+                    due = last is None or view.ts_ns >= last + step - step // 1000
+                    if self.sample != "reads":  # every path's current value at every interval, read or not
+                        if not due or view.final:
+                            continue
+                        pending = np.ones(len(rows), bool)
+                        stamps = notes if self.sample == "current_read_stamp" else self._sent_at(view, len(notes))
+                    else:
+                        pending = view.read_at[rows] > sent_tick[i]
+                        if not pending.any() or not (due or view.final):
+                            continue
+                        stamps = notes
                     sent_tick[i], sent_at[i] = tick, view.ts_ns
-                    for n in self._sample(sub, i, plan, rows, pending, notes, view.values, encoding, sl, picked):
+                    for n in self._sample(sub, i, plan, rows, pending, stamps, view.values, encoding, sl, picked):
                         yield pb.SubscribeResponse(update=n)
                     sent += int(pending.sum())
                 with self._lock:
@@ -308,6 +324,10 @@ class GnmiFacade:
                     return
         finally:
             clock.unregister(consumer)
+
+    def _sent_at(self, view: FeedView, n: int) -> npt.NDArray[np.int64]:
+        """Every row stamped with the send time: the tick's fabric time plus the lag after its reads."""
+        return np.full(n, view.ts_ns + self.send_lag_ns, np.int64)
 
     def _sample(
         self,

@@ -89,8 +89,12 @@ class FabricServer:
         gnmi: bool = True,
         snmp: bool = True,
         host: str = "127.0.0.1",
+        own_subscriptions: bool = False,
     ) -> None:
         self.world = world
+        #: the collectors subscribe what they subscribe by default (their vendor's paths at their own intervals),
+        #: as in a deployment, instead of each metric group at the cadence the profile reads it
+        self.own_subscriptions = own_subscriptions
         self.root = Path(root)
         self.host = host
         self.gear = gear if gear is not None else Gear(load_profile("ideal"), world)
@@ -154,6 +158,8 @@ class FabricServer:
                         max_workers=8,
                         device=sw,
                         dialect=self.dialect,
+                        sample=self.profile.switch.sample,
+                        send_lag_s=self.world.scenario.poll_interval_s,
                     ).start()
                 if not self.gear.identity and self.profile.lldp != "hosts":
                     for sw in self.switches:
@@ -239,7 +245,9 @@ class FabricServer:
         return subscriptions(rows)
 
     def gnmi_targets(self) -> list[GnmiTarget]:
-        paths = self.gnmi_paths()
+        """One target per switch: the paths and cadences of `gnmi_paths`, or none (the collector's defaults for
+        the vendor) with `own_subscriptions`."""
+        paths = () if self.own_subscriptions and self.dialect != "ideal" else self.gnmi_paths()
         vendor = _VENDOR[self.dialect]
         return [GnmiTarget(sw, f.address, vendor=vendor, paths=paths) for sw, f in self.gnmi.items()]
 
@@ -253,14 +261,11 @@ class FabricServer:
         files: dict[str, Path] = {}
         if self.gnmi:
             gnmi = [
-                {
-                    "name": t.name,
-                    "address": t.address,
-                    "vendor": t.vendor,
-                    "paths": [{"path": p.path, "target": p.target, "interval": p.interval_s} for p in t.subscriptions],
-                }
+                {"name": t.name, "address": t.address, "vendor": t.vendor}
+                | ({"paths": [{"path": p.path, "target": p.target, "interval": p.interval_s} for p in t.paths]}
+                   if t.paths else {})
                 for t in self.gnmi_targets()
-            ]
+            ]  # fmt: skip
             files["gnmi"] = out / "targets-gnmi.yaml"
             files["gnmi"].write_text(yaml.safe_dump({"targets": gnmi}, sort_keys=False))
         if self.snmp:

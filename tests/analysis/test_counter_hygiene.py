@@ -185,3 +185,28 @@ def test_the_fresh_rates_view_reads_counters_as_the_detectors_do(any_store: Stor
     pauses = fresh_rates(any_store, now, "pfc_rx_pause")
     assert pauses["source"].unique().to_list() == ["gnmi"] and pauses.height == 30
     assert pauses["rate"].to_list() == [pytest.approx(50.0)] * 30
+
+
+def test_a_watermark_sent_again_between_refreshes_is_one_peak(any_store: Store, now: dt.datetime) -> None:
+    """SONiC's queue watermarks are peaks since the last flex counter read (60 s), and its gNMI server sends them
+    every second: one 2 MB burst came back 60 times, "a microburst" from a single peak. Ports refreshed every
+    10 s with one burst per refresh keep each peak once; a still queue's zero a refresh later is a real read."""
+    for i in range(10):
+        wm = [(t + 0.4, 2e6 * (i + 1) if 10 * (t // 10) in (10, 30) else 0.0) for t in range(61)]
+        any_store.insert("counters", rows(now, wm, "queue_watermark_bytes", f"Ethernet{i}", raw_name="SAI_QUEUE_X"))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    peaks = frames.gauges(["queue_watermark_bytes"], min_value=1e6)
+    assert peaks.group_by("port").len()["len"].to_list() == [2] * 10  # two bursts per port, each read once
+    still = frames.gauges(["queue_watermark_bytes"]).filter(pl.col("port") == "Ethernet0", pl.col("value") == 0)
+    assert 3 <= still.height <= 5  # 0-10, 20-30, 40-60 s: each zero a refresh after the last change
+
+
+def test_a_lone_watermark_on_a_target_that_re_sends_is_read_once(any_store: Store, now: dt.datetime) -> None:
+    """One queue's single burst in a quiet minute: too few changes to time its 60 s refresh, but the target's queue
+    counters show it re-sends (10 s counters sent every second), so the peak sent 50 times is one read."""
+    for i in range(4):
+        any_store.insert("counters", _resent(now, f"Ethernet{i}", 1000.0, 10, 0.2))
+    wm = [(t + 0.2, 3e7 if t >= 10 else 0.0) for t in range(61)]
+    any_store.insert("counters", rows(now, wm, "queue_watermark_bytes", "Ethernet7", raw_name="SAI_QUEUE_X"))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    assert frames.gauges(["queue_watermark_bytes"], min_value=1e6).height == 1

@@ -57,9 +57,14 @@ Run = tuple[RunSummary, pl.DataFrame, set[tuple[str, ...]]]
 
 @pytest.fixture(scope="module", params=["sonic-broadcom", "arista-eos"])
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Run, Run, ServeStats]:
+    """The profile's run served and on the fast path. The switches send each read once, at its own stamp, so that
+    every read of the fast path can be matched with its served twin (what they send in a deployment, current
+    values at every sample interval, is `test_served_deployment`'s)."""
     profile = str(request.param)
     a, b = settings(tmp_path_factory.mktemp("served")), settings(tmp_path_factory.mktemp("fast"))
-    summary, stats = serve_scenario(a, SCENARIO, SECONDS, profile=profile)
+    prof = load_profile(profile)
+    once = prof.model_copy(update={"switch": prof.switch.model_copy(update={"sample": "reads"})})
+    summary, stats = serve_scenario(a, SCENARIO, SECONDS, profile=once)
     fast = run_scenario(b, SCENARIO, SECONDS, profile=profile)
     return profile, (summary, *landed(a, summary.start)), (fast, *landed(b, fast.start)), stats
 
