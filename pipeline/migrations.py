@@ -124,6 +124,30 @@ def _changes_sql(rows: str) -> str:
     )"""
 
 
+#: A sample gap this far (as a share of its series' median gap) from the median is no regular read: a clock step,
+#: a lost or dropped read. SAMPLE sends are milliseconds apart from their interval; a step of seconds is not.
+ODD_GAP_SHARE = 0.25
+
+
+def _clean_spacings_sql(rows: str) -> str:
+    """`_changes_sql` of `rows` with `clean_spacing_s`: a change's spacing from the previous change where every
+    sample gap between them was a regular read (within `ODD_GAP_SHARE` of the series' median gap), else NULL. A
+    clock stepped back 2.5 s shortens one spacing of a 10 s counter to 7.5 s, a lost read lengthens one: neither
+    says how often the target refreshes."""
+    series = f"PARTITION BY {SOURCE_SERIES}"
+    return f"""
+    SELECT *, if(changed AND NOT odd_between, spacing_s, NULL) AS clean_spacing_s
+    FROM (
+        SELECT *, max(odd) OVER ({series}, segment) AS odd_between
+        FROM (
+            SELECT *, ifNull(abs(gap_s - series_read_s) > {ODD_GAP_SHARE} * series_read_s, 0) AS odd,
+                ifNull(sum(toUInt32(changed)) OVER ({series} ORDER BY ts ASC
+                    ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING), 0) AS segment
+            FROM (SELECT *, median(gap_s) OVER ({series}) AS series_read_s FROM ({_changes_sql(rows)}))
+        )
+    )"""
+
+
 def _candidate_series_sql(rows: str) -> str:
     """The series (`SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
     group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
@@ -152,18 +176,20 @@ def refresh_groups_sql(rows: str) -> str:
     each second, a queue counter is nine zeros and one 10x jump. A group's refresh period is inferred from its
     values: the shortest spacing between a series' changes, when the group changed at least `MIN_CHANGES`
     times, that spacing is `MIN_READS_PER_REFRESH` reads (the median spacing of samples) or more, and the
-    spacings are multiples of it (`MIN_REGULAR_SHARE`). Groups refreshed as often as they are read, rare
-    events and groups with few changes are none."""
+    spacings are multiples of it (`MIN_REGULAR_SHARE`); spacings across a clock step or a lost read are left out
+    (`_clean_spacings_sql`). Groups refreshed as often as they are read, rare events and groups with few changes
+    are none."""
     moving = f"SELECT * FROM ({rows}) WHERE concat({SOURCE_SERIES_KEY}) IN ({_candidate_series_sql(rows)})"
+    spacing = "clean_spacing_s"
     return f"""
     SELECT key, group_refresh_s AS refresh_s, group_read_s AS read_s FROM (
         SELECT concat({REFRESH_GROUP}) AS key, any(refresh_s) AS group_refresh_s, any(read_s) AS group_read_s,
             countIf(changed) AS changes,
-            avgIf(abs(spacing_s - refresh_s * round(spacing_s / refresh_s)) <= 0.5 * read_s, spacing_s IS NOT NULL)
+            avgIf(abs({spacing} - refresh_s * round({spacing} / refresh_s)) <= 0.5 * read_s, {spacing} IS NOT NULL)
                 AS regular
         FROM (
-            SELECT *, min(spacing_s) OVER g AS refresh_s, median(gap_s) OVER g AS read_s
-            FROM ({_changes_sql(moving)})
+            SELECT *, min({spacing}) OVER g AS refresh_s, median(gap_s) OVER g AS read_s
+            FROM ({_clean_spacings_sql(moving)})
             WINDOW g AS (PARTITION BY {REFRESH_GROUP.replace(", '|', ", ", ")})
         )
         GROUP BY key

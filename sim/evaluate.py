@@ -150,9 +150,7 @@ def evaluate_run(
         from rocescope.sim.serve import serve_scenario
 
         # as deployed: the collectors subscribe their own defaults, the switches answer as their OS does
-        summary, _stats = serve_scenario(
-            settings, sc, duration_s, profile=prof, counterfactuals=impact, own_subscriptions=True
-        )
+        summary, _stats = serve_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact, deployed=True)
     else:
         summary = run_scenario(settings, sc, duration_s, profile=prof, counterfactuals=impact)
     poll = sc.poll_interval_s

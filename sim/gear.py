@@ -54,6 +54,9 @@ class Gear:
         self.identity = profile.is_ideal
         #: host -> its clock's skew (seconds): what its processes (NCCL Inspector) stamp their records with
         self.host_skew_s: dict[str, float] = {}
+        #: device -> (fabric ns from which, ns its clock is off by from then): an NTP step (`step_clock`)
+        self.clock_steps: dict[str, tuple[int, int]] = {}
+        self._device_code: dict[str, int] = {}
         if not self.identity:
             self._plan_rows(SnapshotPlan(world.topology, world.engine.params))
 
@@ -214,7 +217,27 @@ class Gear:
             hit = rows[read_wm]
             out[read_wm] = acc[hit]
             acc[hit] = 0.0
-        return rows, out, base_ns + self._stamp_ns[rows]
+        stamps = base_ns + self._stamp_ns[rows]
+        if self.clock_steps:
+            for device, (at_ns, step_ns) in self.clock_steps.items():
+                if base_ns >= at_ns:
+                    stamps[self._row_device[rows] == self._device_code[device]] += step_ns
+        return rows, out, stamps
+
+    def step_clock(self, device: str, at: dt.datetime, step_s: float) -> None:
+        """From `at` (fabric time) on, `device` stamps what it reads `step_s` seconds off (negative: back), as a
+        clock that NTP steps does: its samples come out of order with the ones before the step."""
+        if self.identity:
+            raise SimError("the ideal profile has one shared clock: no device's clock steps")
+        self._device_code = {name: i for i, name in enumerate(self._device_dict.to_pylist())}
+        if device not in self._device_code:
+            raise SimError(f"no device {device!r} to step the clock of")
+        self.clock_steps[device] = (_ns(at), round(step_s * 1e9))
+
+    def device_time_ns(self, device: str, fabric_ns: int) -> int:
+        """What `device`'s clock reads at fabric time `fabric_ns` (ns since the epoch)."""
+        at_ns, step_ns = self.clock_steps.get(device, (0, 0))
+        return fabric_ns + (step_ns if fabric_ns >= at_ns else 0)
 
     def layout(self) -> pa.Table:
         """Every row the profile's devices report, in snapshot order: `row` (its index in the engine's
@@ -347,6 +370,10 @@ class Gear:
         if self.names.identity:
             return table
         return _map_column(table, "packets", "capture_point", self.names.capture_point)
+
+
+def _ns(ts: dt.datetime) -> int:
+    return (ts - EPOCH) // dt.timedelta(microseconds=1) * 1000
 
 
 def _rail(nic_port: str) -> int:

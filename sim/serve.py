@@ -59,9 +59,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
+
 from rocescope.collectors.gnmi.collector import GnmiCollector
 from rocescope.collectors.nccl.collector import NcclCollector
 from rocescope.collectors.nccl.tail import InspectorDir
+from rocescope.collectors.snmp.objects import DEFAULT_OBJECTS
 from rocescope.config import Settings
 from rocescope.errors import SimError
 from rocescope.pipeline.batch import Batch
@@ -89,6 +92,8 @@ class ServeStats:
 
     gnmi_values_sent: int = 0
     gnmi_values_decoded: int = 0
+    #: of those, stamped no later than the previous value of their series (dropped by the collector)
+    gnmi_values_stale: int = 0
     nic_polls: int = 0
     snmp_polls: int = 0
     barrier_timeouts: int = 0
@@ -109,6 +114,38 @@ class ServeStats:
     nccl_dir: Path | None = None
     nccl_records: int = 0
     nccl_rows_collected: int = 0
+    #: a deployed run's data faults (`Deployment`), or None
+    deployment: Deployment | None = None
+
+
+#: NTP steps a clock that is off by more than 128 ms (ntpd's step threshold; chrony with `makestep`): a switch
+#: whose clock drifted 2.5 s is set back at once, and its samples after the step come before its last ones.
+CLOCK_STEP_S = -2.5
+#: A legacy NMS polling IF-MIB every 30 s beside the telemetry (the interval LibreNMS, Zabbix and Cacti templates
+#: default to for interface counters, give or take).
+LEGACY_SNMP_EVERY_S = 30.0
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """The data faults of a served run as deployed, drawn from the scenario's seed: one switch's clock stepped
+    back (`CLOCK_STEP_S`) half way through, and another's interface counters polled over SNMP as well as streamed
+    over gNMI (one counter from two sources, stamped by different clocks)."""
+
+    stepped: str
+    step_at_s: float
+    step_s: float
+    snmp_also: str
+    snmp_every_s: float
+
+    @classmethod
+    def draw(cls, world: World, duration_s: float) -> Deployment:
+        leaves = [d.name for d in world.topology.switches if d.role == "leaf"] or [
+            d.name for d in world.topology.switches
+        ]
+        rng = np.random.default_rng([world.scenario.seed, 0xDE9])
+        stepped, snmp_also = (str(x) for x in rng.choice(leaves, 2, replace=len(leaves) < 2))
+        return cls(stepped, duration_s / 2, CLOCK_STEP_S, snmp_also, LEGACY_SNMP_EVERY_S)
 
 
 def serve_scenario(
@@ -125,7 +162,7 @@ def serve_scenario(
     on_ready: Callable[[FabricServer], None] | None = None,
     profile: str | Path | Profile | None = None,
     counterfactuals: bool = True,
-    own_subscriptions: bool = False,
+    deployed: bool = False,
 ) -> tuple[RunSummary, ServeStats]:
     """Run a scenario with its facades served as the deployment `profile` reports it (default: the
     scenario's `profile:`); lockstep with the collectors (`speed=None`), or paced.
@@ -133,9 +170,12 @@ def serve_scenario(
     With `collect`, the gNMI, NIC, SNMP and LLDP collectors gather over the protocols and publish through
     the configured transport into the store, with the `endpoints` and `incidents` (ground truth) streams.
     The lockstep run ends now (as the fast path); a paced run starts now. Without `counterfactuals`, the
-    incidents' toll is measured against the jobs' clean times only (as `run_scenario`). With
-    `own_subscriptions`, the gNMI collector subscribes its own default paths at its own intervals (a deployment:
-    nobody tells it the gear's cadences), else each metric group at the cadence the profile reads it.
+    incidents' toll is measured against the jobs' clean times only (as `run_scenario`).
+
+    `deployed` runs it as a deployment would see it: the gNMI collector subscribes its own default paths at its
+    own intervals (nobody tells it the gear's cadences; else each metric group at the cadence the profile reads
+    it), and the data faults of `Deployment` happen (a clock step, one counter from two sources). The switches
+    answer SAMPLE as their profile says either way (`SwitchSide.sample`).
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     prof = load_profile(profile if profile is not None else sc.profile)
@@ -147,6 +187,9 @@ def serve_scenario(
     start = now - dt.timedelta(seconds=duration) if speed is None else now
     world = build_world(sc, duration, start)
     gear = Gear(prof, world)
+    faults = Deployment.draw(world, duration) if deployed and not gear.identity else None
+    if faults is not None:
+        gear.step_clock(faults.stepped, start + dt.timedelta(seconds=faults.step_at_s), faults.step_s)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         truth = gear.ground_truth(world.ground_truth())
@@ -158,14 +201,14 @@ def serve_scenario(
         shm = Path("/dev/shm")
         cleanup = Path(tempfile.mkdtemp(prefix="rocescope-serve-", dir=shm if shm.is_dir() else None))
         root = cleanup
-    stats = ServeStats(root=root)
+    stats = ServeStats(root=root, deployment=faults)
     rows: dict[str, int] = {s: 0 for s in ("links", "endpoints", "qp_owners", "incidents", "counters", "collectives")}
     stop = stop or threading.Event()
     t0 = time.perf_counter()
     try:
         with publishing(settings, guard=True) if collect else _no_publishing() as (producer, _metrics):
             counting = _Counting(producer, rows) if producer is not None else None
-            with FabricServer(world, root, gear=gear, own_subscriptions=own_subscriptions) as server:
+            with FabricServer(world, root, gear=gear, own_subscriptions=deployed) as server:
                 if producer is not None:
                     stats.links_from = publish_links(server, producer, rows)
                     tables = static_tables(world, gear)
@@ -228,6 +271,7 @@ def _drive(
     nics: NicFleet | None = None
     speeds: SnmpPolls | None = None  # the ideal profile's ifHighSpeed walk
     pfc: SnmpPolls | None = None  # what the profile's switches serve over SNMP only
+    legacy: SnmpPolls | None = None  # a deployment's NMS polling one switch's IF-MIB beside the telemetry
     if producer is not None:
         targets = server.gnmi_targets()
         gnmi = GnmiCollector(targets, producer, flush_s=1.0, stall_s=3600.0)
@@ -245,6 +289,8 @@ def _drive(
                 stats.snmp_polls += 1
         if server.snmp and server.snmp_objects:
             pfc = SnmpPolls(server, server.snmp_objects)
+        if server.snmp and stats.deployment is not None:
+            legacy = SnmpPolls(server, DEFAULT_OBJECTS)
     timer = CollectiveTimer(world, server.gear.host_skew_s)
     inspector = InspectorFiles(server.root / "nccl")
     stats.nccl_dir = inspector.directory
@@ -265,6 +311,7 @@ def _drive(
         stats.mirror_dir = pcaps.directory
     polls = 0
     next_snmp = snmp_every_s or 0.0
+    next_nms = 0.0
     wall0 = time.monotonic()
     try:
         with progress_bar(progress, world.duration_s, world.scenario.name) as bar:
@@ -306,6 +353,11 @@ def _drive(
                     _publish(producer, pfc.poll(reads.snmp))
                     stats.snmp_polls += 1
                     t, secs["snmp"] = clock(), secs.get("snmp", 0.0) + clock() - t
+                faults = stats.deployment
+                if producer is not None and legacy is not None and faults is not None and eng.now + 1e-9 >= next_nms:
+                    _publish(producer, legacy.poll({faults.snmp_also: epoch_ns(ts)}))
+                    stats.snmp_polls += 1
+                    next_nms = eng.now + faults.snmp_every_s
                 if producer is not None and speeds is not None and snmp_every_s and eng.now + 1e-9 >= next_snmp:
                     _publish(producer, speeds.poll(dict.fromkeys(server.snmp, epoch_ns(ts))))
                     stats.snmp_polls += 1
@@ -335,14 +387,15 @@ def _drive(
         server.clock.close()
         if gthread is not None:
             gthread.join(30)
-        for polls_of in (speeds, pfc):
+        for polls_of in (speeds, pfc, legacy):
             if polls_of is not None:
                 polls_of.close()
         if nics is not None:
             nics.close()
     stats.gnmi_values_sent = sum(server.values_sent().values())
     if gnmi is not None:
-        stats.gnmi_values_decoded = sum(h.values for h in gnmi.health().values())
+        stats.gnmi_values_decoded = sum(h.values + h.stale for h in gnmi.health().values())
+        stats.gnmi_values_stale = sum(h.stale for h in gnmi.health().values())
     return polls
 
 
@@ -356,7 +409,7 @@ def _drain(server: FabricServer, gnmi: GnmiCollector, timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         sent = server.values_sent()
-        got = {n: h.values for n, h in gnmi.health().items()}
+        got = {n: h.values + h.stale for n, h in gnmi.health().items()}  # stale values were decoded, then dropped
         if all(got.get(n, 0) >= v for n, v in sent.items()):
             return
         time.sleep(0.02)

@@ -17,12 +17,15 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from rocescope.pipeline.metrics import SelfMetrics
 
-__all__ = ["NONNUMERIC", "NOT_IN_CATALOG", "CollectorMetrics", "Health", "Targets"]
+__all__ = ["NONNUMERIC", "NOT_IN_CATALOG", "STALE", "CollectorMetrics", "Health", "Targets"]
 
 #: Why a value was left raw (kept as `raw:<name>`) or, where unknown names are not kept, skipped.
 NOT_IN_CATALOG = "name not in the catalog"
 #: Why a value was skipped: text or binary with no metric that reads it (a description, an unknown speed's 0).
 NONNUMERIC = "non-numeric"
+#: Why a value was skipped: stamped no later than the previous value of its series (a clock stepped back, a value
+#: re-sent with its old stamp).
+STALE = "not after the previous sample"
 
 _POLL_BUCKETS = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
 
@@ -92,6 +95,7 @@ class Health:
     values: int = 0
     unknown: int = 0
     malformed: int = 0
+    stale: int = 0  # values decoded and dropped: stamped no later than the previous of their series
     last_seconds: float = 0.0  # wall time of the last read
     last_success_ts: float | None = None  # epoch seconds
     down_since_ts: float | None = None  # epoch seconds the target went down (None while up)

@@ -21,8 +21,8 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from rocescope.collectors.common.health import NONNUMERIC, CollectorMetrics, Health, Targets
-from rocescope.collectors.gnmi.decode import LOGGED_PROBLEMS, DecodeStats, GnmiDecoder
+from rocescope.collectors.common.health import NONNUMERIC, STALE, CollectorMetrics, Health, Targets
+from rocescope.collectors.gnmi.decode import LOGGED_PROBLEMS, MAX_STALE_S, DecodeStats, GnmiDecoder
 from rocescope.collectors.gnmi.paths import parse_path
 from rocescope.collectors.gnmi.proto import pb
 from rocescope.collectors.gnmi.targets import ENCODINGS, GnmiPath, GnmiTarget
@@ -221,12 +221,18 @@ class _Stream:
         s, seen, name, m = self.decoder.stats, self._seen, self.target.name, self.owner.metrics
         d_values, d_unknown = s.values - seen.values, s.unknown - seen.unknown
         d_bad, d_text = s.malformed - seen.malformed, s.nonnumeric - seen.nonnumeric
+        d_stale = s.stale - seen.stale
         m.responses.labels(name).inc(s.responses - seen.responses)
-        m.count_values(name, d_values, d_unknown, self.owner.keep_unknown, {NONNUMERIC: d_text})
+        m.count_values(name, d_values, d_unknown, self.owner.keep_unknown, {NONNUMERIC: d_text, STALE: d_stale})
         if d_bad:
             m.malformed.labels(name).inc(d_bad)
+        if s.clock_resets != seen.clock_resets:
+            log.warning(
+                "gnmi %s: %d values stamped over %g s before the previous of their series: the device's clock was "
+                "set back; its series go on from there", name, s.clock_resets - seen.clock_resets, MAX_STALE_S,
+            )  # fmt: skip
         if s.notifications != seen.notifications or s.syncs != seen.syncs:
-            self.owner._updated(name, d_values, d_unknown, d_bad, synced=s.syncs > 0)
+            self.owner._updated(name, d_values, d_unknown, d_bad, synced=s.syncs > 0, stale=d_stale)
         elif d_bad:
             self.owner._updated(name, 0, 0, d_bad, synced=s.syncs > 0, touch=False)
         self._seen = replace(s)
@@ -314,12 +320,15 @@ class GnmiCollector:
             self._targets[name].reconnects += 1
         self.metrics.reconnects.labels(name).inc()
 
-    def _updated(self, name: str, values: int, unknown: int, malformed: int, synced: bool, touch: bool = True) -> None:
+    def _updated(
+        self, name: str, values: int, unknown: int, malformed: int, synced: bool, touch: bool = True, stale: int = 0
+    ) -> None:
         """Data came (`touch`: a notification or sync; else only malformed data): a streaming target's success."""
         now = time.time()
         with self._lock:
             h = self._targets[name]
             h.values += values
+            h.stale += stale
             h.unknown += unknown
             h.malformed += malformed
             took = None

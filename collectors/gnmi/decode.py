@@ -136,6 +136,19 @@ class DecodeStats:
     deletes: int = 0
     syncs: int = 0
     errors: int = 0
+    #: values stamped no later than the previous value of their series (a clock stepped back, a value re-sent
+    #: with its old stamp): dropped, never differenced
+    stale: int = 0
+    #: values stamped more than `MAX_STALE_S` before the previous one of their series: the device's clock was
+    #: set back (not a re-send): kept, and the series goes on from them
+    clock_resets: int = 0
+
+
+#: How far back a value's stamp may be from the previous one of its series and still be a stale sample (dropped):
+#: NTP steps clocks off by more than 128 ms at once, by seconds where a clock drifted; a stamp further back is a
+#: clock set back for good (a device reset to its RTC, a wrong NTP server), whose series must go on, not be lost.
+MAX_STALE_S = 60.0
+_MAX_STALE_NS = round(MAX_STALE_S * 1e9)
 
 
 class GnmiDecoder:
@@ -170,6 +183,7 @@ class GnmiDecoder:
         self._ports: dict[str, int] = {}
         self._metrics: dict[str, int] = {}
         self._raws: dict[str, int] = {}
+        self._last_ts: dict[int, int] = {}  # series code -> stamp of its last value (arrival order)
 
     @property
     def pending(self) -> int:
@@ -215,6 +229,7 @@ class GnmiDecoder:
         paths = entry[1]
         codes, values, stamps = self._codes, self._values, self._ts
         positive = self._positive
+        last_ts = self._last_ts
         before = len(codes)
         updates = 0
         for u in n.update:
@@ -261,10 +276,18 @@ class GnmiDecoder:
                 if hit is None:
                     continue
                 x *= hit[1]
-                if positive and hit[0] in positive and not 0.0 < x < _INF:
+                code = hit[0]
+                if positive and code in positive and not 0.0 < x < _INF:
                     self.stats.nonnumeric += 1  # a speed of 0: not known
                     continue
-                codes.append(hit[0])
+                prev = last_ts.get(code)
+                if prev is not None and ts <= prev:
+                    if prev - ts <= _MAX_STALE_NS:
+                        self.stats.stale += 1
+                        continue
+                    self.stats.clock_resets += 1
+                last_ts[code] = ts
+                codes.append(code)
                 values.append(x)
                 stamps.append(ts)
             except Exception as exc:  # one bad update (bad JSON, absurd number...) never stops the others

@@ -116,6 +116,7 @@ class GnmiFacade:
         dialect: str = "ideal",
         sample: str = "reads",
         send_lag_s: float = 0.0,
+        device_clock: Callable[[int], int] | None = None,
     ) -> None:
         self.source = source
         self.device = device
@@ -123,6 +124,8 @@ class GnmiFacade:
         self.sample = sample
         #: a clocked sample is sent this long after its tick's fabric time (after every read of the tick)
         self.send_lag_ns = round(send_lag_s * 1e9)
+        #: fabric ns -> what the device's clock reads then (send stamps are on the device's clock)
+        self.device_clock = device_clock
         self.host = host
         self.port = port
         self.tls = tls
@@ -326,8 +329,10 @@ class GnmiFacade:
             clock.unregister(consumer)
 
     def _sent_at(self, view: FeedView, n: int) -> npt.NDArray[np.int64]:
-        """Every row stamped with the send time: the tick's fabric time plus the lag after its reads."""
-        return np.full(n, view.ts_ns + self.send_lag_ns, np.int64)
+        """Every row stamped with the send time on the device's clock: the tick's fabric time plus the lag after
+        its reads."""
+        sent = view.ts_ns + self.send_lag_ns
+        return np.full(n, sent if self.device_clock is None else self.device_clock(sent), np.int64)
 
     def _sample(
         self,

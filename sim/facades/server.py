@@ -160,6 +160,7 @@ class FabricServer:
                         dialect=self.dialect,
                         sample=self.profile.switch.sample,
                         send_lag_s=self.world.scenario.poll_interval_s,
+                        device_clock=self._device_clock(sw),
                     ).start()
                 if not self.gear.identity and self.profile.lldp != "hosts":
                     for sw in self.switches:
@@ -184,6 +185,10 @@ class FabricServer:
         for i, raw in enumerate(cols["raw_name"]):
             out[i] = raw in objects and not self._is_nic[i]
         return out
+
+    def _device_clock(self, device: str) -> Callable[[int], int]:
+        gear = self.gear
+        return lambda fabric_ns: gear.device_time_ns(device, fabric_ns)
 
     def _source(self, device: str) -> Callable[[], pa.Table]:
         return lambda: self.clock.table(device)

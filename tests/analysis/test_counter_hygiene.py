@@ -210,3 +210,23 @@ def test_a_lone_watermark_on_a_target_that_re_sends_is_read_once(any_store: Stor
     any_store.insert("counters", rows(now, wm, "queue_watermark_bytes", "Ethernet7", raw_name="SAI_QUEUE_X"))
     frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
     assert frames.gauges(["queue_watermark_bytes"], min_value=1e6).height == 1
+
+
+def test_re_sends_are_recognised_across_a_clock_step(any_store: Store, now: dt.datetime) -> None:
+    """A switch re-sending 10 s queue counters every second has its clock stepped back 2.5 s at 35 s (the collector
+    drops the two samples stamped before its last): one spacing between changes is 7.5 s, not the refresh. The
+    re-sends are still no reads, and every rate is the steady one."""
+    for i in range(4):
+        sent = [(t + 0.2, 5e6 + 1000.0 * 10 * (t // 10)) for t in range(61)]
+        stepped = [(s - 2.5 if s > 35 else s, v) for s, v in sent]
+        kept = [(s, v) for k, (s, v) in enumerate(stepped) if s > max(x for x, _ in stepped[:k] or [(-1.0, 0)])]
+        any_store.insert("counters", rows(now, kept, "queue_ecn_marked_packets", f"Ethernet{i}",
+                                          raw_name="SAI_QUEUE_STAT_WRED_ECN_MARKED_PACKETS"))  # fmt: skip
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    assert any(r == pytest.approx(10.0) for r, _ in frames.resent_groups().values())
+    got = frames.rates(["queue_ecn_marked_packets"])["rate"]
+    assert (
+        got.len() <= 4 * 7
+        and got.min() == pytest.approx(1000.0, rel=0.35)
+        and got.max() == pytest.approx(1000.0, rel=0.35)
+    )

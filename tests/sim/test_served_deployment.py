@@ -1,11 +1,12 @@
 """A served run as deployed: the gNMI collector subscribes its own default paths at its own intervals (nobody tells
-it the gear's cadences), and SONiC's switches send every subscribed path's current value at every sample interval,
-stamped with the send time, as sonic-gnmi does. The re-sends reach the store; the detectors read them as the gear
-refreshed them: the storm is found at its root, and nothing anywhere else."""
+it the gear's cadences), SONiC's switches send every subscribed path's current value at every sample interval,
+stamped with the send time, as sonic-gnmi does, one switch's clock is stepped back 2.5 s half way, and another's
+interface counters are polled over SNMP as well. The re-sends, the step and the second source reach the store; the
+detectors read them as the gear refreshed them: the storm is found at its root, and nothing anywhere else."""
 
 from __future__ import annotations
 
-from pathlib import Path
+import datetime as dt
 
 import polars as pl
 import pytest
@@ -16,7 +17,7 @@ from rocescope.analysis.run import analyze
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store, query_polars
 from rocescope.sim.run import RunSummary
-from rocescope.sim.serve import serve_scenario
+from rocescope.sim.serve import ServeStats, serve_scenario
 
 SCENARIO = "pfc_storm"  # gpu-005 eth0 stuck pausing 60-90 s
 SECONDS = 100.0
@@ -24,20 +25,20 @@ PROFILE = "sonic-broadcom"  # queue counters refreshed every 10 s, watermarks ev
 
 
 @pytest.fixture(scope="module")
-def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, RunSummary, Path]:
+def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, RunSummary, ServeStats]:
     tmp = tmp_path_factory.mktemp("deployed")
     cfg = Settings(store=StoreConfig(path=tmp / "store", ttl_days=0), transport=TransportConfig(kind="inprocess"))
-    summary, stats = serve_scenario(cfg, SCENARIO, SECONDS, profile=PROFILE, out_dir=tmp, own_subscriptions=True)
+    summary, stats = serve_scenario(cfg, SCENARIO, SECONDS, profile=PROFILE, out_dir=tmp, deployed=True)
     assert stats.barrier_timeouts == 0 and stats.gnmi_values_sent == stats.gnmi_values_decoded > 0
-    return cfg, summary, stats.targets["gnmi"]
+    return cfg, summary, stats
 
 
-def test_the_collector_subscribes_its_own_defaults(deployed: tuple[Settings, RunSummary, Path]) -> None:
-    targets = yaml.safe_load(deployed[2].read_text())["targets"]
+def test_the_collector_subscribes_its_own_defaults(deployed: tuple[Settings, RunSummary, ServeStats]) -> None:
+    targets = yaml.safe_load(deployed[2].targets["gnmi"].read_text())["targets"]
     assert targets and all("paths" not in t and t["vendor"] == "sonic" for t in targets)
 
 
-def test_sample_re_sends_reach_the_store(deployed: tuple[Settings, RunSummary, Path]) -> None:
+def test_sample_re_sends_reach_the_store(deployed: tuple[Settings, RunSummary, ServeStats]) -> None:
     """A 10 s queue counter sampled every second (the collector's default for queue paths) lands every second,
     changing once in ten; the read-and-clear watermark (60 s) as often, changing once a minute at most."""
     cfg, _, _ = deployed
@@ -50,7 +51,35 @@ def test_sample_re_sends_reach_the_store(deployed: tuple[Settings, RunSummary, P
     assert got["queue_watermark_bytes"]["reads"] >= SECONDS - 5 and got["queue_watermark_bytes"]["values"] <= 3
 
 
-def test_the_detectors_read_the_re_sends_as_the_gear_refreshed(deployed: tuple[Settings, RunSummary, Path]) -> None:
+def test_a_stepped_clock_and_a_second_source_reach_the_store(deployed: tuple[Settings, RunSummary, ServeStats]) -> None:
+    cfg, summary, stats = deployed
+    faults = stats.deployment
+    assert faults is not None and faults.stepped != faults.snmp_also
+    with open_store(cfg.store) as store:
+        sources = query_polars(
+            store,
+            """SELECT toString(source) AS source, count() AS n FROM counters
+            WHERE device = {d:String} AND metric = 'rx_bytes' AND role = 'switch' GROUP BY source ORDER BY source""",
+            {"d": faults.snmp_also},
+        )
+        stamps = query_polars(
+            store,
+            """SELECT ts FROM counters WHERE device = {d:String} AND metric = 'queue_tx_bytes' AND port = 'Ethernet0'
+            AND priority = 3 ORDER BY ts""",
+            {"d": faults.stepped},
+        )["ts"].to_list()
+    assert sources["source"].to_list() == ["gnmi", "snmp"] and sources["n"].min() >= 3
+    # sent every second, stamped on the switch's clock: from the step on, 2.5 s back, over seconds it already sent
+    step = summary.start + dt.timedelta(seconds=faults.step_at_s)
+    before = {t.microsecond for t in stamps if t < step - dt.timedelta(seconds=3)}
+    after = [t for t in stamps if t.microsecond != 0]
+    assert len(stamps) >= SECONDS - 5 and before == {0} and len(after) >= SECONDS / 2 - 5
+    assert min(after) < step and {t.microsecond for t in after} == {500_000}
+
+
+def test_the_detectors_read_the_re_sends_as_the_gear_refreshed(
+    deployed: tuple[Settings, RunSummary, ServeStats],
+) -> None:
     cfg, summary, _ = deployed
     window = Window(summary.start, summary.end)
     with open_store(cfg.store) as store:

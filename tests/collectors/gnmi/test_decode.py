@@ -451,3 +451,18 @@ def test_random_notifications_raise_only_decode_errors(messages: list[bytes]) ->
     if batch is not None:
         assert batch.data.schema.equals(schema.arrow_schema("counters"), check_metadata=False)
         assert batch.num_rows == dec.stats.values
+
+
+def test_a_value_stamped_no_later_than_its_series_last_is_dropped_and_counted() -> None:
+    """A switch whose clock NTP steps back 2.5 s sends its next samples stamped before the last ones, and EOS
+    re-sends an unchanged value with its old stamp: neither is a new read (differenced, one is a counter running
+    backwards). A clock set back by hours is no stale sample: its series go on, counted."""
+    dec = GnmiDecoder("leaf-1")
+    path = "COUNTERS/Ethernet0/SAI_PORT_STAT_PFC_3_RX_PKTS"
+    s = 1_000_000_000
+    stamps = [TS, TS + s, TS + 2 * s, TS - s // 2, TS + s + s // 2, TS + 2 * s, TS + 3 * s - s // 2, TS - 3600 * s]
+    for k, ts in enumerate(stamps):
+        dec.feed(response(path, json.dumps(str(100 + k)).encode(), "COUNTERS_DB", ts))
+    df = frame(dec.flush())
+    assert df["value"].to_list() == [100.0, 101.0, 102.0, 106.0, 107.0]
+    assert dec.stats.stale == 3 and dec.stats.clock_resets == 1 and dec.stats.values == 5
