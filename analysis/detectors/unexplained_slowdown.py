@@ -222,15 +222,23 @@ def _edges(
     return first, last
 
 
+#: Findings that cannot explain a sustained slowdown, whenever they are. A microburst is, by its definition, a queue
+#: that built and drained within a read with its port far from saturated: each burst delays what it holds by the
+#: time to drain its peak (32 MB at 400G: 0.64 ms), where a spell is collectives `min_inflation` (30%) slower for
+#: `min_seconds` (30 s), tens to hundreds of milliseconds a collective. Congestion that holds a job back that long
+#: keeps queues standing and ports saturated or paused for reads on end: an incast, a storm, an imbalance.
+CANNOT_EXPLAIN = frozenset({"microburst"})
+
+
 def _explained(
     ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta, onset: dt.timedelta
 ) -> list[Finding]:
     """Earlier findings of another kind that overlap the spell, concern the job and began with it: at most `onset`
     before the spell's start. A cause the job ran under for a whole spell's length at its usual speed (congestion
     that was there all along: a tree's fan-in, a busy storage reader) was not slowing it, and cannot explain why it
-    slowed later."""
+    slowed later; nor can bursts too short to hold a job back (`CANNOT_EXPLAIN`)."""
     near = concerning(ctx.prior, ctx.fabric, job, start, end, slack)
-    return [f for f in near if f.kind != KIND and f.start >= start - onset]
+    return [f for f in near if f.kind != KIND and f.kind not in CANNOT_EXPLAIN and f.start >= start - onset]
 
 
 def _scores(

@@ -31,7 +31,7 @@ from rocescope.analysis.report.blame import case_items, job_costs
 from rocescope.analysis.run import analyze
 from rocescope.pipeline.store import Store
 
-from telemetry import Telemetry, steps
+from telemetry import Clock, Telemetry, steps
 
 HOSTS = tuple(f"node-{i}" for i in range(8))
 SLOW = (120.0, 200.0)
@@ -98,6 +98,32 @@ def test_congestion_the_job_ran_under_at_its_usual_speed_does_not_explain_its_st
     (slow,) = [f for f in result.findings if f.kind == "unexplained_slowdown"]
     assert slow.devices == ("node-5",)
     assert abs((slow.start - t.window.start).total_seconds() - SLOW[0]) <= 10
+
+
+def test_microbursts_that_began_with_the_straggler_do_not_explain_it(store: Store, now: dt.datetime) -> None:
+    """Bursts into node-2 from the moment node-5 began to arrive late (a straggler shifts when the job's ranks send,
+    and with it where queues build): each drains in a fraction of a millisecond and leaves the port idle most of
+    every read, where the job's collectives ran 1.5x slower for 80 s. Bursts that short cannot hold back a job
+    that long; the straggler is still found."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5d", late={5: steps((*SLOW, 15_000.0))})
+    job.place(t)
+    for i, host in enumerate(HOSTS, start=1):  # as one_leaf, with the bursts' bytes on node-2's port
+        t.link(host, "eth0", "leaf1", f"Ethernet1/{i}")
+        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.1 * LINE), Clock(1.0, (0.13 * i) % 1.0))
+        sent = steps((SLOW[0], 300.0, 0.3 * LINE), base=0.1 * LINE) if i == 3 else steps(base=0.1 * LINE)
+        t.counter("leaf1", "switch", f"Ethernet1/{i}", "tx_bytes", sent, PORT_CLOCK)
+    bursts = (SLOW[0], 300.0)
+    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
+    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps((*bursts, 9e6)), WM_CLOCK, priority=3)
+    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps((*bursts, 3e4)), QUEUE_CLOCK, 3)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    result = analyze(store, t.window, write=False)
+    (burst,) = [f for f in result.findings if f.kind == "microburst"]
+    assert abs((burst.start - t.window.start).total_seconds() - SLOW[0]) <= 10  # began with the slowdown
+    (slow,) = [f for f in result.findings if f.kind == "unexplained_slowdown"]
+    assert slow.devices == ("node-5",)
 
 
 def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:
