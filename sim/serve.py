@@ -121,8 +121,9 @@ class ServeStats:
 #: NTP steps a clock that is off by more than 128 ms (ntpd's step threshold; chrony with `makestep`): a switch
 #: whose clock drifted 2.5 s is set back at once, and its samples after the step come before its last ones.
 CLOCK_STEP_S = -2.5
-#: A legacy NMS polling IF-MIB every 30 s beside the telemetry (the interval LibreNMS, Zabbix and Cacti templates
-#: default to for interface counters, give or take).
+#: An SNMP poller walking the same switch's IF-MIB beside its gNMI stream (an NMS, or `collect snmp` left pointed at
+#: it) every 30 s: between rocescope's own SNMP default (10 s) and an NMS's (LibreNMS and Cacti: 300 s), often enough
+#: that its samples interleave with the stream's in every window.
 LEGACY_SNMP_EVERY_S = 30.0
 
 
