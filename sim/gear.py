@@ -54,7 +54,7 @@ class Gear:
         self.identity = profile.is_ideal
         #: host -> its clock's skew (seconds): what its processes (NCCL Inspector) stamp their records with
         self.host_skew_s: dict[str, float] = {}
-        #: device -> (fabric ns from which, ns its clock is off by from then): an NTP step (`step_clock`)
+        #: device -> (fabric ns of the step, ns its clock was off by until then): an NTP step (`step_clock`)
         self.clock_steps: dict[str, tuple[int, int]] = {}
         self._device_code: dict[str, int] = {}
         if not self.identity:
@@ -219,25 +219,26 @@ class Gear:
             acc[hit] = 0.0
         stamps = base_ns + self._stamp_ns[rows]
         if self.clock_steps:
-            for device, (at_ns, step_ns) in self.clock_steps.items():
-                if base_ns >= at_ns:
-                    stamps[self._row_device[rows] == self._device_code[device]] += step_ns
+            for device, (at_ns, off_ns) in self.clock_steps.items():
+                if base_ns < at_ns:
+                    stamps[self._row_device[rows] == self._device_code[device]] += off_ns
         return rows, out, stamps
 
     def step_clock(self, device: str, at: dt.datetime, step_s: float) -> None:
-        """From `at` (fabric time) on, `device` stamps what it reads `step_s` seconds off (negative: back), as a
-        clock that NTP steps does: its samples come out of order with the ones before the step."""
+        """`device`'s clock drifted `-step_s` seconds off the truth (a crystal's tens of ppm over hours while NTP
+        could not reach a server) and NTP steps it back to the truth at `at` (fabric time): before, it stamps what
+        it reads that far off; from then on, right. Its samples after the step come before its last ones."""
         if self.identity:
             raise SimError("the ideal profile has one shared clock: no device's clock steps")
         self._device_code = {name: i for i, name in enumerate(self._device_dict.to_pylist())}
         if device not in self._device_code:
             raise SimError(f"no device {device!r} to step the clock of")
-        self.clock_steps[device] = (_ns(at), round(step_s * 1e9))
+        self.clock_steps[device] = (_ns(at), -round(step_s * 1e9))
 
     def device_time_ns(self, device: str, fabric_ns: int) -> int:
         """What `device`'s clock reads at fabric time `fabric_ns` (ns since the epoch)."""
-        at_ns, step_ns = self.clock_steps.get(device, (0, 0))
-        return fabric_ns + (step_ns if fabric_ns >= at_ns else 0)
+        at_ns, off_ns = self.clock_steps.get(device, (0, 0))
+        return fabric_ns + (off_ns if fabric_ns < at_ns else 0)
 
     def layout(self) -> pa.Table:
         """Every row the profile's devices report, in snapshot order: `row` (its index in the engine's

@@ -119,7 +119,8 @@ class ServeStats:
 
 
 #: NTP steps a clock that is off by more than 128 ms (ntpd's step threshold; chrony with `makestep`): a switch
-#: whose clock drifted 2.5 s is set back at once, and its samples after the step come before its last ones.
+#: whose clock drifted 2.5 s ahead (unsynchronised for a day: tens of ppm) is set back at once when NTP reaches a
+#: server again, and its samples after the step come before its last ones.
 CLOCK_STEP_S = -2.5
 #: An SNMP poller walking the same switch's IF-MIB beside its gNMI stream (an NMS, or `collect snmp` left pointed at
 #: it) every 30 s: between rocescope's own SNMP default (10 s) and an NMS's (LibreNMS and Cacti: 300 s), often enough
@@ -129,9 +130,9 @@ LEGACY_SNMP_EVERY_S = 30.0
 
 @dataclass(frozen=True)
 class Deployment:
-    """The data faults of a served run as deployed, drawn from the scenario's seed: one switch's clock stepped
-    back (`CLOCK_STEP_S`) half way through, and another's interface counters polled over SNMP as well as streamed
-    over gNMI (one counter from two sources, stamped by different clocks)."""
+    """The data faults of a served run as deployed, drawn from the scenario's seed: one switch's clock 2.5 s ahead
+    and stepped back to the truth (`CLOCK_STEP_S`) half way through, and another's interface counters polled over
+    SNMP as well as streamed over gNMI (one counter from two sources, stamped by different clocks)."""
 
     stepped: str
     step_at_s: float
