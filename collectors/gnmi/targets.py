@@ -28,7 +28,8 @@ __all__ = [
     "load_targets",
 ]
 
-_FAST = re.compile(r"pfc|ecn|queue|watermark|prioritygroup", re.IGNORECASE)
+# Cumulus Linux names PFC `switch-priority` and its priority groups `priority-group`
+_FAST = re.compile(r"pfc|ecn|queue|watermark|priority-?group|switch-priority", re.IGNORECASE)
 FAST_INTERVAL_S = 1.0
 SLOW_INTERVAL_S = 10.0
 #: gNMI Encoding enum values by name.
@@ -68,20 +69,27 @@ def _sonic_paths(priorities: Sequence[int]) -> tuple[GnmiPath, ...]:
     return (*counters, GnmiPath("PORT_TABLE", target="APPL_DB"))
 
 
+_OPENCONFIG = (
+    "/interfaces/interface/state/counters",
+    "/interfaces/interface/state/oper-status",
+    "/interfaces/interface/ethernet/state/counters",
+    "/interfaces/interface/ethernet/state/port-speed",
+    "/interfaces/interface/ethernet/state/negotiated-port-speed",
+    "/qos/interfaces/interface/output/queues/queue/state",
+)
+#: Cumulus Linux's gNMI server (5.14+): the OpenConfig paths, and NVIDIA's own PFC (pause frames and durations
+#: per switch priority) and priority-group buffer paths beside them, which OpenConfig has no model for.
+_CUMULUS = (
+    *_OPENCONFIG,
+    "/qos/interfaces/interface/switch-priority",
+    "/qos/interfaces/interface/input/priority-group",
+)
+
 #: Paths subscribed when a target lists none, by `vendor`.
 DEFAULT_PATHS: Mapping[str, tuple[GnmiPath, ...]] = {
     "sonic": _sonic_paths((3, 4)),
-    "openconfig": tuple(
-        GnmiPath(p)
-        for p in (
-            "/interfaces/interface/state/counters",
-            "/interfaces/interface/state/oper-status",
-            "/interfaces/interface/ethernet/state/counters",
-            "/interfaces/interface/ethernet/state/port-speed",
-            "/interfaces/interface/ethernet/state/negotiated-port-speed",
-            "/qos/interfaces/interface/output/queues/queue/state",
-        )
-    ),
+    "openconfig": tuple(GnmiPath(p) for p in _OPENCONFIG),
+    "cumulus": tuple(GnmiPath(p) for p in _CUMULUS),
     "srlinux": tuple(
         GnmiPath(p)
         for p in (

@@ -53,7 +53,7 @@ _VENDOR = {
     "sonic": "sonic",
     "openconfig": "openconfig",
     "srlinux": "srlinux",
-    "cumulus": "openconfig",
+    "cumulus": "cumulus",
 }
 _LAYOUT = ["port", "priority", "metric", "raw_name", "group", "spread_ns"]
 

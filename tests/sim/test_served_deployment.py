@@ -97,3 +97,18 @@ def test_the_detectors_read_the_re_sends_as_the_gear_refreshed(
     storms = [f for f in result.findings if f.kind == "pfc_storm"]
     assert storms and kinds == {"pfc_storm"}, [(f.kind, f.ports[:2]) for f in result.findings]
     assert any(p.startswith("gpu-005:") for f in storms for p in f.ports), [f.ports for f in storms]
+
+
+def test_a_cumulus_switch_on_the_collectors_defaults_reports_its_pfc(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """Cumulus Linux serves PFC under NVIDIA's `switch-priority` paths, which OpenConfig has no model for: on the
+    OpenConfig defaults a deployed collector read no switch PFC at all, and a deadlock between leaves and spines
+    was seen as two storms. The `cumulus` defaults read it (every second; the switch refreshes it every 10 s)."""
+    tmp = tmp_path_factory.mktemp("cumulus")
+    cfg = Settings(store=StoreConfig(path=tmp / "store", ttl_days=0), transport=TransportConfig(kind="inprocess"))
+    serve_scenario(cfg, SCENARIO, 30.0, profile="cumulus", deployed=True)
+    sql = """SELECT toString(metric) AS metric, count() / uniqExact(device, port, priority) AS reads FROM counters
+        WHERE role = 'switch' AND source = 'gnmi' AND metric IN ('pfc_rx_pause', 'pfc_tx_pause_duration_us')
+        GROUP BY metric ORDER BY metric"""
+    with open_store(cfg.store) as store:
+        got = dict(query_polars(store, sql).iter_rows())
+    assert set(got) == {"pfc_rx_pause", "pfc_tx_pause_duration_us"} and min(got.values()) >= 2
