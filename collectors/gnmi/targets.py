@@ -2,8 +2,8 @@
 
 A target opens one Subscribe stream per gNMI `target` name its paths use (SONiC wants `COUNTERS_DB`
 in the prefix, and `APPL_DB` for the port table's speed and oper status; OpenConfig paths want none).
-A path samples every 1 s when it names PFC, ECN, queues or watermarks (microbursts and pause storms
-live there) and every 10 s otherwise, unless it says.
+A path samples every 1 s when it names PFC, ECN, queues, watermarks or interface counters (`default_interval`) and
+every 10 s otherwise (speeds, status), unless it says.
 """
 
 from __future__ import annotations
@@ -28,8 +28,14 @@ __all__ = [
     "load_targets",
 ]
 
-# Cumulus Linux names PFC `switch-priority` and its priority groups `priority-group`
-_FAST = re.compile(r"pfc|ecn|queue|watermark|priority-?group|switch-priority", re.IGNORECASE)
+# Every second: PFC (Cumulus Linux: `switch-priority`), ECN, queues, priority groups, watermarks, and the
+# interface counters (OpenConfig `state/counters`, SR Linux `statistics`, SONiC's octet and packet leaves): the
+# detectors judge saturation and stalls per second (an incast is a receiver at line rate for 1 s; a storm or a
+# deadlock a port paused with nothing dequeued), which a 10 s read averages away. Static facts (speed, oper status)
+# every 10 s.
+_FAST = re.compile(
+    r"pfc|ecn|queue|watermark|priority-?group|switch-priority|counters$|statistics$|SAI_PORT_STAT_IF_", re.IGNORECASE
+)
 FAST_INTERVAL_S = 1.0
 SLOW_INTERVAL_S = 10.0
 #: gNMI Encoding enum values by name.
@@ -37,7 +43,8 @@ ENCODINGS = {"json": 0, "bytes": 1, "proto": 2, "ascii": 3, "json_ietf": 4}
 
 
 def default_interval(path: str) -> float:
-    """1 s for PFC/ECN/queue/watermark paths (microbursts and pause storms live there), 10 s otherwise."""
+    """1 s for counter paths the detectors judge per second (PFC, ECN, queues, watermarks, interface counters), 10 s
+    otherwise (speeds, status)."""
     return FAST_INTERVAL_S if _FAST.search(path) else SLOW_INTERVAL_S
 
 
@@ -62,7 +69,13 @@ def _sonic_paths(priorities: Sequence[int]) -> tuple[GnmiPath, ...]:
         for what in ("RX_PKTS", "TX_PKTS", "RX_PAUSE_DURATION_US", "TX_PAUSE_DURATION_US")
     ]
     groups = ("Queues", "PriorityGroups", "Pfcwd")
-    paths = ["COUNTERS/Ethernet*", *(f"COUNTERS/Ethernet*/{g}" for g in groups), *pfc]
+    # the port's octets, packets and discards every second, beside every port field every 10 s (a hundred of them)
+    port = [
+        f"COUNTERS/Ethernet*/SAI_PORT_STAT_IF_{d}_{what}"
+        for d in ("IN", "OUT")
+        for what in ("OCTETS", "UCAST_PKTS", "DISCARDS")
+    ]
+    paths = ["COUNTERS/Ethernet*", *(f"COUNTERS/Ethernet*/{g}" for g in groups), *port, *pfc]
     counters = tuple(GnmiPath(p, target="COUNTERS_DB") for p in paths)
     # port speed (Mb/s) and oper status live in APPL_DB's PORT_TABLE, not in COUNTERS_DB (the whole table: the
     # DB paths of sonic-gnmi take no wildcard key)

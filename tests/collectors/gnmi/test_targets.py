@@ -31,8 +31,10 @@ def test_targets_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert intervals["COUNTERS/Ethernet*"] == 10.0
     assert intervals["COUNTERS/Ethernet*/Queues"] == 1.0
     assert intervals["COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS"] == 1.0
+    assert intervals["COUNTERS/Ethernet*/SAI_PORT_STAT_IF_OUT_OCTETS"] == 1.0  # saturation is judged per second
+    assert intervals["PORT_TABLE"] == 10.0
     assert [(p.path, p.interval) for p in spine.subscriptions] == [
-        ("/interface/statistics", 10.0),
+        ("/interface/statistics", 1.0),
         ("/qos/interfaces/interface/pfc", 0.5),
     ]
     assert oc.subscriptions == DEFAULT_PATHS["openconfig"]
