@@ -281,11 +281,8 @@ class GnmiDecoder:
                     self.stats.nonnumeric += 1  # a speed of 0: not known
                     continue
                 prev = last_ts.get(code)
-                if prev is not None and ts <= prev:
-                    if prev - ts <= _MAX_STALE_NS:
-                        self.stats.stale += 1
-                        continue
-                    self.stats.clock_resets += 1
+                if prev is not None and ts <= prev and not self._after_all(code, ts, prev):
+                    continue
                 last_ts[code] = ts
                 codes.append(code)
                 values.append(x)
@@ -341,6 +338,8 @@ class GnmiDecoder:
             if positive and hit[0] in positive and not 0.0 < x < _INF:
                 self.stats.nonnumeric += 1
                 continue
+            if not self._fresh(hit[0], ts):
+                continue
             self._codes.append(hit[0])
             self._values.append(x)
             self._ts.append(ts)
@@ -371,9 +370,30 @@ class GnmiDecoder:
         if words is None or x is None:
             self.stats.nonnumeric += 1
             return
+        if not self._fresh(words[0], ts):
+            return
         self._codes.append(words[0])
         self._values.append(x)
         self._ts.append(ts)
+
+    def _fresh(self, code: int, ts: int) -> bool:
+        """Whether a value of series `code` stamped `ts` is a new read (recorded as its series' last); a value stamped
+        no later than the last one is stale (dropped, counted), unless it is so far back that the clock was set back
+        (`MAX_STALE_S`: kept, counted)."""
+        prev = self._last_ts.get(code)
+        if prev is not None and ts <= prev and not self._after_all(code, ts, prev):
+            return False
+        self._last_ts[code] = ts
+        return True
+
+    def _after_all(self, code: int, ts: int, prev: int) -> bool:
+        """A stamp at or before its series' last: False (stale, counted) within `MAX_STALE_S`, else True (a clock set
+        back for good, counted)."""
+        if prev - ts <= _MAX_STALE_NS:
+            self.stats.stale += 1
+            return False
+        self.stats.clock_resets += 1
+        return True
 
     def _hit(self, r: Resolved) -> _Hit | None:
         metric = r.metric

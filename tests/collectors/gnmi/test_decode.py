@@ -466,3 +466,15 @@ def test_a_value_stamped_no_later_than_its_series_last_is_dropped_and_counted() 
     df = frame(dec.flush())
     assert df["value"].to_list() == [100.0, 101.0, 102.0, 106.0, 107.0]
     assert dec.stats.stale == 3 and dec.stats.clock_resets == 1 and dec.stats.values == 5
+
+
+def test_stale_members_of_a_sonic_json_document_are_dropped_too() -> None:
+    """sonic-gnmi sends a port's counters as one JSON document; its members are series like any leaf."""
+    dec = GnmiDecoder("leaf-1")
+    s = 1_000_000_000
+    for k, ts in enumerate((TS, TS + s, TS + s // 2)):
+        doc = json.dumps({"SAI_PORT_STAT_IF_IN_OCTETS": str(1000 + k), "SAI_PORT_STAT_IF_OUT_OCTETS": str(k)})
+        dec.feed(response("COUNTERS/Ethernet0", doc.encode(), "COUNTERS_DB", ts))
+    df = frame(dec.flush())
+    assert sorted(df.filter(df["metric"] == "rx_bytes")["value"].to_list()) == [1000.0, 1001.0]
+    assert dec.stats.stale == 2
