@@ -13,6 +13,7 @@ a dead target could hold the others up: one connect or poll timeout), and the fi
 
 from __future__ import annotations
 
+import inspect
 import json
 import os
 import selectors
@@ -56,18 +57,27 @@ GNMI_TIMEOUT_S = 10.0  # the gNMI connect timeout (the default): a dead target's
 STALL_S = 3.0  # a gNMI stream silent this long is reopened (6 samples of the healthy targets)
 HANDSHAKE_S = 1.0  # allowance for connect + subscribe + first sample on a loaded machine
 
+
+def stamped_now(table: pa.Table) -> pa.Table:
+    """The table with every row stamped now: each sample stamped when it is sent, as sonic-gnmi stamps it (a value
+    re-sent with its old stamp is stale, and the collector drops it)."""
+    ts = pa.array([time.time_ns()] * table.num_rows, pa.int64()).cast(table.schema.field("ts").type)
+    return table.set_column(table.schema.get_field_index("ts"), "ts", ts)
+
+
 #: The killed gNMI target: the simulator's facade in a process of its own, serving a counters table from an
 #: Arrow IPC file. Loaded, it says `ready` and listens when told to (a line on stdin), then prints its port
 #: and the wall time just before it began listening.
-CHILD = """
+CHILD = f"""
 import sys, time
 import pyarrow as pa
 from rocescope.sim.facades.gnmi import GnmiFacade
+{inspect.getsource(stamped_now)}
 table = pa.ipc.open_file(sys.argv[1]).read_all()
 print("ready", flush=True)
 sys.stdin.readline()
 started = time.time()
-facade = GnmiFacade(lambda: table, port=int(sys.argv[2])).start()
+facade = GnmiFacade(lambda: stamped_now(table), port=int(sys.argv[2])).start()
 print(facade.port, started, flush=True)
 while True:
     time.sleep(3600)
@@ -219,7 +229,11 @@ def test_dead_and_flapping_targets(tmp_path: Path, snmpds: tuple[Snmpd, Snmpd]) 
     flappy = GnmiTargetProcess(table_file, tmp_path / "gnmi-flappy.log").spawn().serve()
     stop_gnmi, stop_snmp = threading.Event(), threading.Event()
     try:
-        with GnmiFacade(lambda: table) as steady, JunkGnmiTarget() as junk_gnmi, GarbageAgent() as junk_udp:
+        with (
+            GnmiFacade(lambda: stamped_now(table)) as steady,
+            JunkGnmiTarget() as junk_gnmi,
+            GarbageAgent() as junk_udp,
+        ):
             gnmi = GnmiCollector(
                 [
                     GnmiTarget("gnmi-steady", steady.address, vendor="sonic", paths=paths),
