@@ -129,8 +129,11 @@ def test_subscribe_stream_values_match_what_was_served(
     stop = threading.Event()
     worker = threading.Thread(target=collector.run, args=(stop,))
     worker.start()
+    expected = served_as(served, vendor)
     try:
         wait_for(lambda: collector.health()[SWITCH].synced, what="first sample")
+        # every path's first sample decoded (later samples re-send its stamps: stale, dropped)
+        wait_for(lambda: collector.health()[SWITCH].values >= len(expected), what="the first sample of every path")
         wait_for(lambda: bus.end_offset(schema.topic("counters")) > 0, what="a published batch")
         health = collector.health()[SWITCH]
         assert health.connected and health.last_error is None and health.failures == 0
@@ -141,7 +144,6 @@ def test_subscribe_stream_values_match_what_was_served(
     batches = [m.batch for m in bus.messages(schema.topic("counters")) if m.batch is not None]
     df = frames(batches)
     assert set(df["device"]) == {SWITCH} and set(df["source"]) == {"gnmi"}
-    expected = served_as(served, vendor)
     got = rows(df)
     assert got == expected  # every served value arrived, under the same port/priority/metric, unchanged
     assert df["ts"].dt.epoch("ns").unique().to_list() == [int(served["ts"].dt.epoch("ns")[0])]
