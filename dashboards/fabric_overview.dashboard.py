@@ -9,6 +9,16 @@ from rocescope.dashboards import queries as q
 
 F = q.F
 SWITCH = "role = 'switch'"
+#: What the "Hottest switch ports" table reads
+HOTTEST_METRICS = (
+    "tx_bytes",
+    "pfc_rx_pause_duration_us",
+    "pfc_tx_pause_duration_us",
+    "queue_ecn_marked_packets",
+    "queue_dropped_packets",
+    "rx_discards",
+    "tx_discards",
+)
 
 
 def build() -> dict[str, Any]:
@@ -51,18 +61,8 @@ LIMIT 100""",
     round(maxIf(rate, metric = {q.metric("pfc_tx_pause_duration_us")}) / 1e4, 1) AS max_pausing_peer_pct,
     round(maxIf(rate, metric = {q.metric("queue_ecn_marked_packets")})) AS max_ecn_marks_per_s,
     sumIf({q.DELTA}, metric IN ({q.metrics("queue_dropped_packets", "rx_discards", "tx_discards")})) AS drops
-FROM {q.PORT_RATES}
-WHERE $__timeFilter(ts) AND {SWITCH} AND metric IN ({
-                q.metrics(
-                    "tx_bytes",
-                    "pfc_rx_pause_duration_us",
-                    "pfc_tx_pause_duration_us",
-                    "queue_ecn_marked_packets",
-                    "queue_dropped_packets",
-                    "rx_discards",
-                    "tx_discards",
-                )
-            })
+FROM {q.port_rates(*HOTTEST_METRICS)}
+WHERE $__timeFilter(ts) AND {SWITCH}
 GROUP BY device, port
 ORDER BY max_pausing_peer_pct + max_paused_pct DESC, max_tx_gbps DESC
 LIMIT 15""",
@@ -92,8 +92,8 @@ LIMIT 15""",
         h=9,
     )
     uplink_rates = f"""SELECT $__timeInterval(ts) AS time, device, port, {q.per_second()} * 8 / 1e9 AS gbps
-    FROM {q.PORT_RATES}
-    WHERE $__timeFilter(ts) AND metric = {q.metric("tx_bytes")} AND (device, port) IN ({q.UPLINKS})
+    FROM {q.port_rates("tx_bytes")}
+    WHERE $__timeFilter(ts) AND (device, port) IN ({q.UPLINKS})
     GROUP BY time, device, port"""
     lay.add(
         gr.timeseries(

@@ -121,8 +121,8 @@ def build() -> dict[str, Any]:
         gr.timeseries(
             "Link down events per interval",
             f"""SELECT $__timeInterval(ts) AS time, metric AS series, sum({q.DELTA}) AS value
-FROM {q.PORT_RATES}
-WHERE $__timeFilter(ts) AND metric IN ({q.metrics("link_down_events", "carrier_transitions")}) AND {THIS_PORT}
+FROM {q.port_rates("link_down_events", "carrier_transitions")}
+WHERE $__timeFilter(ts) AND {THIS_PORT}
 GROUP BY time, series
 ORDER BY time""",
             bars=True,

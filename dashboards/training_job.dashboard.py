@@ -171,8 +171,8 @@ ORDER BY time""",
             f"""SELECT time, series, value FROM (
     {q.rate_series(("pfc_rx_pause_duration_us",), ON_JOB_PORTS, "concat(device, ':', port)", " / 1e4")}
 ) WHERE series IN (
-    SELECT concat(device, ':', port) FROM {q.PORT_RATES}
-    WHERE $__timeFilter(ts) AND metric = {q.metric("pfc_rx_pause_duration_us")} AND {ON_JOB_PORTS}
+    SELECT concat(device, ':', port) FROM {q.port_rates("pfc_rx_pause_duration_us")}
+    WHERE $__timeFilter(ts) AND {ON_JOB_PORTS}
     GROUP BY device, port ORDER BY max(rate) DESC LIMIT 10
 )
 ORDER BY time""",
@@ -202,15 +202,15 @@ ORDER BY time""",
     host_tx AS (
         SELECT l.peer_device AS leaf, sumIf(r.{q.DELTA}, {q.job_nic_filter("r.device", "r.port")}) AS job_bytes,
             sum(r.{q.DELTA}) AS all_bytes
-        FROM {q.PORT_RATES} AS r
+        FROM {q.port_rates("tx_bytes")} AS r
         INNER JOIN (SELECT DISTINCT device, port, peer_device FROM {L}) AS l ON l.device = r.device AND l.port = r.port
-        WHERE $__timeFilter(r.ts) AND r.metric = {q.metric("tx_bytes")} AND r.role = 'nic'
+        WHERE $__timeFilter(r.ts) AND r.role = 'nic'
         GROUP BY leaf
     ),
     uplink_tx AS (
         SELECT device AS leaf, port AS uplink, sum({q.DELTA}) AS bytes
-        FROM {q.PORT_RATES}
-        WHERE $__timeFilter(ts) AND metric = {q.metric("tx_bytes")} AND (device, port) IN ({q.UPLINKS})
+        FROM {q.port_rates("tx_bytes")}
+        WHERE $__timeFilter(ts) AND (device, port) IN ({q.UPLINKS})
         GROUP BY leaf, uplink
     )
 SELECT u.leaf AS leaf, u.uplink AS uplink,

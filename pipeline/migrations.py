@@ -327,18 +327,25 @@ def port_rates_sql(db: str) -> str:
     return f"CREATE OR REPLACE VIEW `{db}`.`port_rates` AS{_rates_sql(_counter_samples(db))}"
 
 
-def port_rates_fresh_sql(db: str) -> str:
+def port_rates_fresh_sql(db: str, of_metrics: bool = False) -> str:
     """`port_rates_fresh(start=..., end=...)`: rates of the counter samples stamped in [start, end) as the
     detectors read them, for dashboards and SQL: one source per series (`one_source_sql`), and the values a
     target re-sent between its refreshes (`refresh_groups_sql`, inferred from the window's own samples) are no
     reads, so a 10 s queue counter sent every second is one steady rate, not nine zeros and a 10x jump. A
     parameterized view: the refresh inference needs a bounded window (Grafana: `start=$__fromTime_ms,
-    end=$__toTime_ms`)."""
+    end=$__toTime_ms`).
+
+    `of_metrics`: `port_rates_fresh_of(start=..., end=..., metrics=[...])`, the same rates of these metrics only,
+    read from the store's metric-first sort key instead of every counter of the window (3-10x faster; a panel
+    names its metrics). The same rows: sources and refresh groups are chosen per metric."""
     window = " AND ts >= {start:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')}"
+    if of_metrics:
+        window += " AND metric IN {metrics:Array(String)}"
     one = one_source_sql(_counter_samples(db, window))
     groups = f"(SELECT (groupArray(key), groupArray(refresh_s), groupArray(read_s)) FROM ({refresh_groups_sql(one)}))"
     fresh = fresh_reads_sql(one, ("resent.1", "resent.2", "resent.3"))
-    return f"CREATE OR REPLACE VIEW `{db}`.`port_rates_fresh` AS\nWITH {groups} AS resent{_rates_sql(fresh)}"
+    name = "port_rates_fresh_of" if of_metrics else "port_rates_fresh"
+    return f"CREATE OR REPLACE VIEW `{db}`.`{name}` AS\nWITH {groups} AS resent{_rates_sql(fresh)}"
 
 
 def _qp_owner_paths(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
@@ -361,6 +368,10 @@ def _views(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
 
 def _fresh_rates_view(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
     return [port_rates_fresh_sql(db)]
+
+
+def _fresh_rates_of_metrics(db: str, _ttl: int, _rollup_ttl: int) -> list[str]:
+    return [port_rates_fresh_sql(db, of_metrics=True)]
 
 
 def _rollup_mv(db: str) -> str:
@@ -441,6 +452,7 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(11, "port_rates per source, resets proven, 32-bit wraps only for 32-bit counters", _views, fresh=False),
     Migration(12, "import ledger", _imports),
     Migration(13, "port_rates_fresh: one source per series, re-sends between refreshes no reads", _fresh_rates_view),
+    Migration(14, "port_rates_fresh_of: port_rates_fresh of the metrics named", _fresh_rates_of_metrics),
 )
 
 

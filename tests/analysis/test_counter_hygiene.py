@@ -159,12 +159,24 @@ def test_a_counter_refreshed_as_often_as_it_is_read_keeps_every_read(any_store: 
 
 
 def fresh_rates(store: Store, now: dt.datetime, metric: str) -> pl.DataFrame:
-    """The `port_rates_fresh` view over the test's minute, as a dashboard queries it."""
-    sql = f"""SELECT ts, port, source, rate FROM port_rates_fresh(
-        start = fromUnixTimestamp64Milli({int(now.timestamp() * 1000)}),
-        end = fromUnixTimestamp64Milli({int(now.timestamp() * 1000) + 61_000}))
-    WHERE metric = {{metric:String}} ORDER BY port, ts"""
-    return query_polars(store, sql, {"metric": metric})
+    """The `port_rates_fresh` view over the test's minute, as SQL queries it; and `port_rates_fresh_of`, as the
+    dashboards do (naming the metric): the same rows."""
+    window = f"""start = fromUnixTimestamp64Milli({int(now.timestamp() * 1000)}),
+        end = fromUnixTimestamp64Milli({int(now.timestamp() * 1000) + 61_000})"""
+    every = query_polars(
+        store,
+        f"SELECT ts, port, source, rate FROM port_rates_fresh({window}) WHERE metric = {{metric:String}} "
+        "ORDER BY port, ts",
+        {"metric": metric},
+    )
+    named = query_polars(
+        store,
+        f"SELECT ts, port, source, rate FROM port_rates_fresh_of({window}, metrics = [{{metric:String}}]) "
+        "ORDER BY port, ts",
+        {"metric": metric},
+    )
+    assert named.equals(every)
+    return every
 
 
 def test_the_fresh_rates_view_reads_counters_as_the_detectors_do(any_store: Store, now: dt.datetime) -> None:
