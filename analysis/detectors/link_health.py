@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import datetime as dt
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -277,7 +277,9 @@ def _clusters(frame: pl.DataFrame, gap_s: float) -> pl.DataFrame:
     return ordered.with_columns(new.cast(pl.UInt32).cum_sum().over("link").alias("cluster"))
 
 
-def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame, coincident: Peers) -> list[Incident]:
+def _outages(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame, coincident: Peers) -> list[Incident]:
+    """Every link that went down, its downs merged in time (`merge_gap_s`): a flap where it went down
+    `min_flaps` times or more, else one outage (part of a device event, or nothing)."""
     if downs.is_empty():
         return []
     ev = _clusters(downs.join(_link_keys(ctx, downs, coincident), on=["device", "port"]), p.merge_gap_s)
@@ -289,7 +291,7 @@ def _flap_incidents(ctx: Context, p: LinkHealthParams, downs: pl.DataFrame, coin
     )
     counts = per_end.group_by("link", "cluster").agg(pl.col("downs").max().alias("flaps"))
     spans = ev.group_by("link", "cluster").agg(pl.col("start").min(), pl.col("end").max())
-    rows = spans.join(counts, on=["link", "cluster"]).filter(pl.col("flaps") >= p.min_flaps).sort("start")
+    rows = spans.join(counts, on=["link", "cluster"]).filter(pl.col("flaps") >= 1).sort("start")
     return [
         Incident(tuple(link), start, end, int(flaps))
         for link, _, start, end, flaps in rows.select("link", "cluster", "start", "end", "flaps").iter_rows()
@@ -410,36 +412,40 @@ def _jobs(ctx: Context, refs: Sequence[str], start: dt.datetime, end: dt.datetim
     return () if idle else tuple(ctx.fabric.jobs_at_refs(refs, start, end))
 
 
-def _device_events(flaps: list[Incident], p: LinkHealthParams) -> tuple[list[list[Incident]], list[Incident]]:
-    """Flap incidents of one device overlapping in time (within `merge_gap_s`) on `device_event_links` links or
-    more, grouped per device (the device with the most such links first); the rest as they were."""
-    left = list(flaps)
-    groups: list[list[Incident]] = []
+def _device_events(
+    outages: list[Incident], p: LinkHealthParams, ports_of: Callable[[str], list[str]]
+) -> tuple[list[tuple[str, list[Incident]]], list[Incident]]:
+    """Outages of one device overlapping in time (within `merge_gap_s`) on `device_event_links` links or more, or
+    on every link the device has (two or more), grouped per device (the largest group first), with that device;
+    the rest as they were. A device all of whose cables went down at once restarted or lost power, whatever their
+    number: a spine of a small fabric restarting drops only a few links, each once (an outage, not a flap)."""
+    left = list(outages)
+    groups: list[tuple[str, list[Incident]]] = []
     while True:
         best: list[Incident] = []
+        best_device = ""
         for device in sorted({r.partition(":")[0] for inc in left for r in inc.link}):
             on_it = (i for i in left if any(r.partition(":")[0] == device for r in i.link))
-            mine = sorted(on_it, key=lambda i: i.start)
-            cluster: list[Incident] = []
-            for inc in mine:
-                if cluster and not any(inc.near(o.start, o.end, p.merge_gap_s) for o in cluster):
-                    best = max(best, cluster, key=len)
-                    cluster = []
-                cluster.append(inc)
-            best = max(best, cluster, key=len)
-        if len(best) < p.device_event_links:
+            clusters: list[list[Incident]] = []
+            for inc in sorted(on_it, key=lambda i: i.start):
+                if clusters and any(inc.near(o.start, o.end, p.merge_gap_s) for o in clusters[-1]):
+                    clusters[-1].append(inc)
+                else:
+                    clusters.append([inc])
+            every = set(ports_of(device))
+            for cluster in clusters:
+                mine = {r.partition(":")[2] for inc in cluster for r in inc.link if r.partition(":")[0] == device}
+                whole = len(cluster) >= 2 and bool(every) and mine >= every
+                if (len(cluster) >= p.device_event_links or whole) and len(cluster) > len(best):
+                    best, best_device = cluster, device
+        if not best:
             return groups, left
-        groups.append(best)
+        groups.append((best_device, best))
         left = [i for i in left if all(i is not b for b in best)]
 
 
-def _device_finding(ctx: Context, p: LinkHealthParams, group: list[Incident]) -> Finding:
+def _device_finding(ctx: Context, p: LinkHealthParams, device: str, group: list[Incident]) -> Finding:
     """One finding for a device whose links went down together (a reboot, a line card, a power feed)."""
-    counts: dict[str, int] = {}
-    for inc in group:
-        for r in inc.link:
-            counts[r.partition(":")[0]] = counts.get(r.partition(":")[0], 0) + 1
-    device = max(counts, key=lambda d: counts[d])
     start, end = ctx.clip(min(i.start for i in group), max(i.end for i in group))
     ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device})
     downs = max(i.flaps for i in group)
@@ -454,7 +460,8 @@ def _device_finding(ctx: Context, p: LinkHealthParams, group: list[Incident]) ->
         priority=-1,
         score=float(len(group)),
         summary=(
-            f"device event: {len(group)} links of {device} went down together (up to {downs} times) in "
+            f"device event: {len(group)} links of {device} went down together "
+            f"({'once' if downs == 1 else f'up to {downs} times'}) in "
             f"{(end - start).total_seconds():.0f} s: a reboot, line card or power event, not {len(group)} cables"
         ),
         evidence={
@@ -468,12 +475,12 @@ def _device_finding(ctx: Context, p: LinkHealthParams, group: list[Incident]) ->
 
 
 def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
-    flaps = _flap_incidents(ctx, p, events, coincident)
+    devices, outages = _device_events(_outages(ctx, p, events, coincident), p, ctx.fabric.ports_of)
+    flaps = [inc for inc in outages if inc.flaps >= p.min_flaps]
     flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), flaps, coincident)
-    devices, flaps = _device_events(flaps, p)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
-    out = [_device_finding(ctx, p, group) for group in devices]
+    out = [_device_finding(ctx, p, device, group) for device, group in devices]
     for inc in flaps:
         start, end = ctx.clip(inc.start, inc.end)
         ends = _ends(inc)

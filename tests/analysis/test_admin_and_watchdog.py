@@ -84,6 +84,31 @@ def test_links_of_one_switch_flapping_together_are_one_device_event(store: Store
         assert len(flaps) == links and all(f.evidence["flaps"] == 2 for f in flaps)
 
 
+@pytest.mark.parametrize("uplinks", [2, 1], ids=["a_spine_restarts", "one_uplink_goes_down_once"])
+def test_every_link_of_a_switch_going_down_once_together_is_one_device_event(
+    store: Store, now: dt.datetime, uplinks: int
+) -> None:
+    """A spine with two links (one to each of leaf1's uplinks, LLDP from the spine) restarts, as SONiC's
+    fast-reboot does: both links drop for 25 s, once, and the spine reports nothing meanwhile. Each link went down
+    once (an outage, not a flap), but every link of the spine went down at once: one device event at the spine. One
+    uplink down once is an outage: no finding."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    for i, port in enumerate(UPLINKS):
+        t.link("spine1", f"Ethernet{i * 8}", "leaf1", port)
+    for port in UPLINKS[:uplinks]:
+        t.gauge("leaf1", "switch", port, "oper_up", steps((60.0, 85.0, 0.0), base=1.0), PORT_CLOCK)
+    t.land(store)
+
+    flaps = found(store, t, "link_flap")
+    if uplinks == 1:
+        assert not flaps, [f.summary for f in flaps]
+        return
+    (event,) = flaps
+    assert event.devices == ("spine1",) and set(event.ports) == {"spine1:Ethernet0", "spine1:Ethernet8"}
+    assert event.evidence["device_event"] and "went down together (once)" in event.summary
+
+
 @pytest.mark.parametrize("estimated", [True, False], ids=["with_the_watchdog_estimate", "frames_only"])
 def test_pause_time_the_watchdog_estimated_is_read_as_an_estimate(
     store: Store, now: dt.datetime, estimated: bool
