@@ -332,7 +332,28 @@ class Arming:
     def _path(eng: Engine, flow: Flow) -> list[Port]:
         return eng.flow_path(eng.flow_id(flow))
 
+    def _reboot(self, inc: LinkFlap, eng: Engine) -> GroundTruth:
+        """A device restarts: each of its cables goes down for `down` from the start (its peers see the carrier
+        drop; flows reroute as ECMP would) and its counters restart from zero when it does."""
+        start, topo = inc.start, self.topo
+        ports = list(topo.ports_of(inc.device))
+        if not ports:
+            raise SimError(f"no device {inc.device!r} with ports to reboot")
+        for port in ports:
+            eng.link_down(port.device, port.name, start=start, end=start + inc.down)
+        eng.reboot(inc.device, at=start)  # after the downs: its own link-down counts restart too
+        peers = [topo.peer(p) for p in ports]
+        ends = tuple(ref(p) for p in ports)
+        devices = (inc.device, *sorted({p.device for p in peers}))
+        what = f"link_flap: {inc.device} restarts: its {len(ports)} links down {inc.down:g} s, its counters from 0"
+        jobs = self.jobs_through(eng, [*ports, *peers])
+        end = min(start + inc.down, self.duration)
+        return GroundTruth(inc.kind, start, end, jobs, devices, ends, -1, what, anchor=ends)
+
     def _link(self, inc: LinkFlap | DegradedOptics, eng: Engine) -> GroundTruth:
+        if inc.port is None:
+            assert isinstance(inc, LinkFlap)  # a device restarts; optics degrade on a port
+            return self._reboot(inc, eng)
         start, end, topo = inc.start, self.end_of(inc), self.topo
         port = topo.ports[eng.port_id((inc.device, inc.port))]
         peer = topo.peer(port)

@@ -56,6 +56,8 @@ class Gear:
         self.host_skew_s: dict[str, float] = {}
         #: device -> (fabric ns of the step, ns its clock was off by until then): an NTP step (`step_clock`)
         self.clock_steps: dict[str, tuple[int, int]] = {}
+        #: device -> (fabric ns it went down, fabric ns it is back): a restart (`restart`)
+        self.offline: dict[str, tuple[int, int]] = {}
         self._device_code: dict[str, int] = {}
         if not self.identity:
             self._plan_rows(SnapshotPlan(world.topology, world.engine.params))
@@ -73,6 +75,7 @@ class Gear:
         }
         roles = {d.name: d.role for d in self.world.topology.devices}
         self._device_dict = pa.array(plan.devices, pa.string())
+        self._device_code = {name: i for i, name in enumerate(plan.devices)}
         self._row_device, self._row_role, self._row_prio = plan.row_device, plan.row_role, plan.row_prio
         ports: dict[str, int] = {}
         metrics: dict[str, int] = {}
@@ -211,6 +214,10 @@ class Gear:
         acc, wm = self._acc, self._is_wm
         acc[wm] = np.maximum(acc[wm], values[wm])
         rows = self.due_rows(k)
+        for device in self.offline_at(ts):  # it reads nothing; the peaks it held are gone with it
+            mine = self._row_device == self._device_code[device]
+            acc[mine & wm] = 0.0
+            rows = rows[~mine[rows]]
         out = values[rows]
         read_wm = wm[rows]
         if read_wm.any():
@@ -230,10 +237,23 @@ class Gear:
         it reads that far off; from then on, right. Its samples after the step come before its last ones."""
         if self.identity:
             raise SimError("the ideal profile has one shared clock: no device's clock steps")
-        self._device_code = {name: i for i, name in enumerate(self._device_dict.to_pylist())}
         if device not in self._device_code:
             raise SimError(f"no device {device!r} to step the clock of")
         self.clock_steps[device] = (_ns(at), -round(step_s * 1e9))
+
+    def restart(self, device: str, at: dt.datetime, down_s: float) -> None:
+        """`device` restarts at `at` (fabric time) and is back `down_s` later: in between it reads and sends
+        nothing, and what it held (watermark peaks, the values its telemetry server would send again) is gone."""
+        if self.identity:
+            raise SimError("the ideal profile reads every device at every poll: no device restarts")
+        if device not in self._device_code:
+            raise SimError(f"no device {device!r} to restart")
+        self.offline[device] = (_ns(at), _ns(at) + round(down_s * 1e9))
+
+    def offline_at(self, ts: dt.datetime) -> list[str]:
+        """The devices down at fabric time `ts` (`restart`)."""
+        at = _ns(ts)
+        return [d for d, (lo, hi) in self.offline.items() if lo <= at < hi]
 
     def device_time_ns(self, device: str, fabric_ns: int) -> int:
         """What `device`'s clock reads at fabric time `fabric_ns` (ns since the epoch)."""

@@ -157,9 +157,12 @@ class Polarization(_Incident):
 
 
 class LinkFlap(_Incident):
+    """A cable whose carrier goes down and up; without `port`, the whole device restarts (a reboot): every link of
+    it goes down once, for `down`, at the start, and its counters restart from zero."""
+
     kind: Literal["link_flap"]
     device: str
-    port: str
+    port: str | None = None
     #: The link goes down for `down` at the start of every `period` of the window.
     period: Seconds = 10.0
     down: Seconds = 1.0
@@ -168,8 +171,10 @@ class LinkFlap(_Incident):
 
     @model_validator(mode="after")
     def _flap(self) -> LinkFlap:
-        if not 0 < self.down < self.period:
+        if self.port is not None and not 0 < self.down < self.period:
             raise ValueError("need 0 < down < period")
+        if not self.down > 0:
+            raise ValueError("need 0 < down")
         return self
 
 

@@ -79,7 +79,8 @@ from rocescope.sim.incidents import World, build_world
 from rocescope.sim.mirror import MirrorFiles, PacketMirror
 from rocescope.sim.profile import Profile, load_profile
 from rocescope.sim.run import SOURCE, RunSummary, progress_bar, publish_table, static_tables, summarize, with_profile
-from rocescope.sim.scenario import Scenario, load_scenario
+from rocescope.sim.scenario import LinkFlap, Scenario, load_scenario
+from rocescope.sim.topology import Topology
 
 __all__ = ["ServeStats", "serve_scenario"]
 
@@ -126,28 +127,50 @@ CLOCK_STEP_S = -2.5
 #: it) every 30 s: between rocescope's own SNMP default (10 s) and an NMS's (LibreNMS and Cacti: 300 s), often enough
 #: that its samples interleave with the stream's in every window.
 LEGACY_SNMP_EVERY_S = 30.0
+#: A spine restarted as SONiC's fast-reboot restarts (its design, Azure/SONiC wiki "Fast-Reboot": the data plane
+#: disrupted for at most 25 s, the control plane for at most 90 s): the ASIC restarts, so every link of it drops and
+#: its counters start from zero, and its telemetry (a control-plane container) sends nothing until it is back. 90 s
+#: is under LLDP's default hold time (30 s x 4 = 120 s, IEEE 802.1AB), so its neighbours keep their LLDP rows.
+RESTART_LINKS_DOWN_S = 25.0
+RESTART_TELEMETRY_DOWN_S = 90.0
 
 
 @dataclass(frozen=True)
 class Deployment:
     """The data faults of a served run as deployed, drawn from the scenario's seed: one switch's clock 2.5 s ahead
-    and stepped back to the truth (`CLOCK_STEP_S`) half way through, and another's interface counters polled over
-    SNMP as well as streamed over gNMI (one counter from two sources, stamped by different clocks)."""
+    and stepped back to the truth (`CLOCK_STEP_S`) half way through; another's interface counters polled over
+    SNMP as well as streamed over gNMI (one counter from two sources, stamped by different clocks); and a spine
+    restarted (`RESTART_LINKS_DOWN_S`, `RESTART_TELEMETRY_DOWN_S`) at a drawn time, where the fabric has one and
+    the run is long enough."""
 
     stepped: str
     step_at_s: float
     step_s: float
     snmp_also: str
     snmp_every_s: float
+    restarted: str | None = None
+    restart_at_s: float = 0.0
 
     @classmethod
-    def draw(cls, world: World, duration_s: float) -> Deployment:
-        leaves = [d.name for d in world.topology.switches if d.role == "leaf"] or [
-            d.name for d in world.topology.switches
-        ]
-        rng = np.random.default_rng([world.scenario.seed, 0xDE9])
+    def draw(cls, scenario: Scenario, duration_s: float) -> Deployment:
+        switches = Topology(scenario.fabric).switches
+        leaves = [d.name for d in switches if d.role == "leaf"] or [d.name for d in switches]
+        spines = [d.name for d in switches if d.role == "spine"]
+        rng = np.random.default_rng([scenario.seed, 0xDE9])
         stepped, snmp_also = (str(x) for x in rng.choice(leaves, 2, replace=len(leaves) < 2))
-        return cls(stepped, duration_s / 2, CLOCK_STEP_S, snmp_also, LEGACY_SNMP_EVERY_S)
+        restarted = str(rng.choice(spines)) if spines else None
+        latest = duration_s - RESTART_TELEMETRY_DOWN_S - 10.0  # back, and read again, before the run ends
+        if latest < 10.0:
+            restarted = None
+        at = float(rng.uniform(10.0, latest)) if restarted is not None else 0.0
+        return cls(stepped, duration_s / 2, CLOCK_STEP_S, snmp_also, LEGACY_SNMP_EVERY_S, restarted, at)
+
+    def restart(self) -> LinkFlap | None:
+        """The spine's restart as an incident (its links down, its counters from zero; scored as a device event)."""
+        if self.restarted is None:
+            return None
+        at, down = self.restart_at_s, RESTART_LINKS_DOWN_S
+        return LinkFlap(kind="link_flap", device=self.restarted, start=at, end=at + down, down=down)
 
 
 def serve_scenario(
@@ -176,8 +199,8 @@ def serve_scenario(
 
     `deployed` runs it as a deployment would see it: the gNMI collector subscribes its own default paths at its
     own intervals (nobody tells it the gear's cadences; else each metric group at the cadence the profile reads
-    it), and the data faults of `Deployment` happen (a clock step, one counter from two sources). The switches
-    answer SAMPLE as their profile says either way (`SwitchSide.sample`).
+    it), and the data faults of `Deployment` happen (a clock step, one counter from two sources, a spine
+    restarting). The switches answer SAMPLE as their profile says either way (`SwitchSide.sample`).
     """
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
     prof = load_profile(profile if profile is not None else sc.profile)
@@ -187,11 +210,17 @@ def serve_scenario(
         raise SimError("speed must be positive (fabric seconds per wall second)")
     now = dt.datetime.now(dt.UTC).replace(microsecond=0)
     start = now - dt.timedelta(seconds=duration) if speed is None else now
+    faults = Deployment.draw(sc, duration) if deployed and not prof.is_ideal else None
+    restart = faults.restart() if faults is not None else None
+    if restart is not None:
+        sc = sc.model_copy(update={"incidents": [*sc.incidents, restart]})
     world = build_world(sc, duration, start)
     gear = Gear(prof, world)
-    faults = Deployment.draw(world, duration) if deployed and not gear.identity else None
     if faults is not None:
         gear.step_clock(faults.stepped, start + dt.timedelta(seconds=faults.step_at_s), faults.step_s)
+    if faults is not None and faults.restarted is not None:
+        at = start + dt.timedelta(seconds=faults.restart_at_s)
+        gear.restart(faults.restarted, at, RESTART_TELEMETRY_DOWN_S)
     if out_dir is not None:
         out_dir.mkdir(parents=True, exist_ok=True)
         truth = gear.ground_truth(world.ground_truth())

@@ -14,6 +14,7 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import threading
+from collections.abc import Collection
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,7 +45,8 @@ class FeedView:
 
 
 class Feed:
-    """One device's rows: a fixed layout, and what the device last read into each (tick 0: never read)."""
+    """One device's rows: a fixed layout, and what the device last read into each (tick 0: never read, the value
+    it held before the run; -1: gone, the device restarted and has not read it since)."""
 
     def __init__(self, layout: pa.Table, values: npt.NDArray[np.float64], ts: dt.datetime) -> None:
         self.layout = layout
@@ -58,6 +60,10 @@ class Feed:
             return
         self.values, self.stamps, self.read_at = self.values.copy(), self.stamps.copy(), self.read_at.copy()
         self.values[pos], self.stamps[pos], self.read_at[pos] = values, stamps, tick
+
+    def forget(self) -> None:
+        """The device restarted: it holds no value until it reads each again."""
+        self.read_at = np.full(len(self.values), -1, np.int64)
 
 
 def _ns(ts: dt.datetime) -> int:
@@ -90,11 +96,14 @@ class FabricClock:
             self.ts = ts
             self._feeds = feeds
 
-    def publish(self, ts: dt.datetime, reads: dict[str, Reads]) -> int:
-        """One tick: each device's reads applied (devices not named read nothing); streams wake up."""
+    def publish(self, ts: dt.datetime, reads: dict[str, Reads], down: Collection[str] = ()) -> int:
+        """One tick: each device's reads applied (devices not named read nothing; devices `down` hold nothing);
+        streams wake up."""
         with self._cond:
             self.tick += 1
             self.ts = ts
+            for device in down:
+                self._feeds[device].forget()
             for device, r in reads.items():
                 self._feeds[device].apply(self.tick, r)
             self._cond.notify_all()

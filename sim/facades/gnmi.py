@@ -304,9 +304,9 @@ class GnmiFacade:
                     last = sent_at[i]
                     due = last is None or view.ts_ns >= last + step - step // 1000
                     if self.sample != "reads":  # every path's current value at every interval, read or not
-                        if not due or view.final:
+                        pending = view.read_at[rows] >= 0  # a restarted device holds none until it reads it
+                        if not due or view.final or not pending.any():
                             continue
-                        pending = np.ones(len(rows), bool)
                         stamps = notes if self.sample == "current_read_stamp" else self._sent_at(view, len(notes))
                     else:
                         pending = view.read_at[rows] > sent_tick[i]

@@ -208,7 +208,7 @@ class FabricServer:
             mine = codes == c
             if mine.any():
                 reads[sw] = (self._local[at[mine]], values[mine], stamps[mine])
-        self.clock.publish(ts, reads)
+        self.clock.publish(ts, reads, self.gear.offline_at(ts))
         nic = self._is_nic[at]
         snmp = self._is_snmp[at]
         return TickReads(

@@ -7,6 +7,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 import yaml
 
@@ -194,3 +195,28 @@ def test_each_incident_kind_runs_briefly(name: str) -> None:
     world = build_world(sc, 3.0 + min(i.start for i in sc.incidents))
     simulate(world, snapshots=False)
     assert world.engine.now == pytest.approx(world.duration_s)
+
+
+def test_a_device_restart_downs_every_link_of_it_once_and_restarts_its_counters() -> None:
+    """A `link_flap` without a port is the device restarting: every cable of it down for `down` from the start, its
+    counters from zero, one truth anchored at all its ports."""
+    restart = {"kind": "link_flap", "start": "4s", "end": "6s", "device": "spine-01", "down": "2s"}
+    fabric = {**FABRIC, "hosts": 16, "host_ports_per_leaf": 4}  # four leaves: traffic crosses the spines
+    sc = small("t-restart", [restart], fabric=fabric, jobs=[{**JOBS[0], "hosts": 16}])
+    world = build_world(sc, 8.0)
+    eng, topo = world.engine, world.topology
+    ports = topo.ports_of("spine-01")
+    [truth] = world.truth
+    assert truth.kind == "link_flap" and set(truth.anchor) == {f"spine-01:{p.name}" for p in ports}
+    assert truth.devices[0] == "spine-01" and set(truth.devices[1:]) == {p.peer_device for p in ports}
+    assert (truth.start_s, truth.end_s) == (4.0, 6.0)
+    ids = np.array([p.id for p in ports])
+    eng.run(3.9)
+    assert eng.port_load(ids)[1].min() > 0 and sum(eng.counter("spine-01", p.name, "tx_bytes") for p in ports) > 0
+    eng.run(1.1)  # 5 s: down
+    assert eng.port_load(ids)[1].max() == 0 and eng.port_load(topo.peer_ids[ids])[1].max() == 0  # both ends
+    assert all(eng.counter("spine-01", p.name, "tx_bytes") == 0 for p in ports)  # nothing since it restarted
+    eng.run(2.0)  # 7 s: back, carrying traffic again
+    assert eng.port_load(ids)[1].min() > 0 and sum(eng.counter("spine-01", p.name, "tx_bytes") for p in ports) > 0
+    with pytest.raises(ValueError, match="0 < down"):
+        small("t-bad", [{"kind": "link_flap", "start": "4s", "device": "spine-01", "down": "0s"}])

@@ -1,9 +1,10 @@
 """A served run as deployed: the gNMI collector subscribes its own default paths at its own intervals (nobody tells
 it the gear's cadences), SONiC's switches send every subscribed path's current value at every sample interval,
 stamped with the send time, as sonic-gnmi does, one switch's clock runs 2.5 s ahead until NTP steps it back half
-way, and another's interface counters are polled over SNMP as well. The re-sends, the step and the second source
-reach the store; the detectors read them as the gear refreshed them: the storm is found at its root, and nothing
-anywhere else."""
+way, another's interface counters are polled over SNMP as well, and a spine restarts (SONiC's fast-reboot: its links
+down 25 s, its counters from zero, its telemetry silent 90 s). The re-sends, the step, the second source and the
+restart reach the store; the detectors read them as the gear refreshed them: the storm is found at its root, the
+restart is one device event at the spine, and nothing anywhere else."""
 
 from __future__ import annotations
 
@@ -21,7 +22,7 @@ from rocescope.sim.run import RunSummary
 from rocescope.sim.serve import ServeStats, serve_scenario
 
 SCENARIO = "pfc_storm"  # gpu-005 eth0 stuck pausing 60-90 s
-SECONDS = 100.0
+SECONDS = 130.0  # long enough for the spine's restart: 90 s of silent telemetry, and reads on either side
 PROFILE = "sonic-broadcom"  # queue counters refreshed every 10 s, watermarks every 60 s
 
 
@@ -95,8 +96,36 @@ def test_the_detectors_read_the_re_sends_as_the_gear_refreshed(
         result = analyze(store, window, write=False)
     kinds = {f.kind for f in result.findings}
     storms = [f for f in result.findings if f.kind == "pfc_storm"]
-    assert storms and kinds == {"pfc_storm"}, [(f.kind, f.ports[:2]) for f in result.findings]
+    assert storms and kinds == {"pfc_storm", "link_flap"}, [(f.kind, f.ports[:2]) for f in result.findings]
     assert any(p.startswith("gpu-005:") for f in storms for p in f.ports), [f.ports for f in storms]
+
+
+def test_a_restarted_spine_is_one_device_event_and_its_counters_start_again(
+    deployed: tuple[Settings, RunSummary, ServeStats],
+) -> None:
+    """The spine's telemetry stops for 90 s and its counters come back from zero: it is read again, no rate
+    exceeds its line rate, and its links going down together are one device event at the spine."""
+    cfg, summary, stats = deployed
+    faults = stats.deployment
+    assert faults is not None and faults.restarted is not None and faults.restarted.startswith("spine")
+    at = summary.start + dt.timedelta(seconds=faults.restart_at_s)
+    window = Window(summary.start, summary.end)
+    with open_store(cfg.store) as store:
+        tx = query_polars(
+            store,
+            """SELECT ts, value FROM counters WHERE device = {d:String} AND metric = 'tx_bytes' AND source = 'gnmi'
+            AND port = (SELECT min(port) FROM counters WHERE device = {d:String} AND metric = 'tx_bytes')
+            ORDER BY ts""",
+            {"d": faults.restarted},
+        )
+        rates = Frames(store, window).rates(["tx_bytes"], roles=["switch"]).filter(pl.col("device") == faults.restarted)
+        result = analyze(store, window, write=False)
+    since = tx.with_columns(((pl.col("ts") - at).dt.total_microseconds() / 1e6).alias("s"))["s"]
+    assert (since < 0).sum() and (since >= 90).sum() >= 5
+    assert not ((since >= 2) & (since < 89)).any()  # silent while its control plane restarts (a read's stamp lags)
+    assert rates.filter(pl.col("ts") > at).height and rates["rate"].max() <= 800e9 / 8
+    flaps = [f for f in result.findings if f.kind == "link_flap"]
+    assert len(flaps) == 1 and flaps[0].devices == (faults.restarted,) and flaps[0].evidence["device_event"]
 
 
 def test_a_cumulus_switch_on_the_collectors_defaults_reports_its_pfc(tmp_path_factory: pytest.TempPathFactory) -> None:
