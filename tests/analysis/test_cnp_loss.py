@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.sim.scenario import load_scenario
 from rocescope.sim.scoring import score
@@ -56,6 +58,7 @@ def test_a_longer_required_duration_than_the_congestion_finds_nothing(land: Call
         assert analyze(store, run.window, cfg, only=CNP, write=False).findings == []
 
 
+@pytest.mark.full  # a sweep of negative controls over other kinds' runs (the exam measures it: precision)
 def test_runs_where_every_cnp_is_handled_find_nothing(land: Callable[..., Landed]) -> None:
     for name in ("baseline", "incast"):  # the other kinds' scenarios: `rocescope eval`
         run = land(name, duration_s=120 if name == "baseline" else None)
