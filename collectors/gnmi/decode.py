@@ -281,7 +281,7 @@ class GnmiDecoder:
                     self.stats.nonnumeric += 1  # a speed of 0: not known
                     continue
                 prev = last_ts.get(code)
-                if prev is not None and ts <= prev and not self._after_all(code, ts, prev):
+                if prev is not None and ts <= prev and not self._clock_set_back(ts, prev):
                     continue
                 last_ts[code] = ts
                 codes.append(code)
@@ -381,14 +381,15 @@ class GnmiDecoder:
         no later than the last one is stale (dropped, counted), unless it is so far back that the clock was set back
         (`MAX_STALE_S`: kept, counted)."""
         prev = self._last_ts.get(code)
-        if prev is not None and ts <= prev and not self._after_all(code, ts, prev):
+        if prev is not None and ts <= prev and not self._clock_set_back(ts, prev):
             return False
         self._last_ts[code] = ts
         return True
 
-    def _after_all(self, code: int, ts: int, prev: int) -> bool:
-        """A stamp at or before its series' last: False (stale, counted) within `MAX_STALE_S`, else True (a clock set
-        back for good, counted)."""
+    def _clock_set_back(self, ts: int, prev: int) -> bool:
+        """Of a stamp `ts` at or before its series' last `prev`: whether the device's clock was set back (more than
+        `MAX_STALE_S` back: the value is kept, counted as a clock reset) rather than the value re-sent (stale,
+        counted)."""
         if prev - ts <= _MAX_STALE_NS:
             self.stats.stale += 1
             return False
