@@ -11,6 +11,7 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
+from rocescope.errors import SimError
 from rocescope.sim.counters import SERIES
 from rocescope.sim.gear import WATERMARKS, Gear
 from rocescope.sim.incidents import World, build_world
@@ -245,3 +246,25 @@ def test_a_bad_profile_says_what_is_wrong(change: dict[str, object], problem: st
 def test_an_unknown_profile_names_the_shipped_ones() -> None:
     with pytest.raises(ProfileError, match="sonic-spectrum"):
         load_profile("sonic-nope")
+
+
+def test_a_restarted_switch_reads_nothing_until_it_is_back() -> None:
+    """`Gear.restart`: from the restart until it is back the switch reads nothing (its telemetry is down with its
+    control plane); the other switches read on."""
+    world = build_world(load_scenario("pfc_storm"), 12.0, START)
+    gear = Gear(load_profile("sonic-broadcom"), world)
+    gear.restart("spine-01", START + dt.timedelta(seconds=4), 5.0)
+    layout = gear.layout()
+    device = dict(zip(layout.column("row").to_pylist(), layout.column("device").to_pylist(), strict=True))
+    read_at: dict[str, list[int]] = {"spine-01": [], "spine-02": []}
+    for k in range(1, 12):
+        world.engine.run(1.0)
+        ts = START + dt.timedelta(seconds=k)
+        rows, _, _ = gear.read(ts, world.engine.snapshot(ts))
+        for name in {device[int(r)] for r in rows} & set(read_at):
+            read_at[name].append(k)
+        assert ("spine-01" in gear.offline_at(ts)) == (4 <= k < 9)
+    assert read_at["spine-02"] == list(range(1, 12))
+    assert read_at["spine-01"] == [1, 2, 3, 9, 10, 11]
+    with pytest.raises(SimError, match="no device"):
+        gear.restart("spine-99", START, 1.0)
