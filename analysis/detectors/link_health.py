@@ -418,7 +418,10 @@ def _device_events(
     """Outages of one device overlapping in time (within `merge_gap_s`) on `device_event_links` links or more, or
     on every link the device has (two or more), grouped per device (the largest group first), with that device;
     the rest as they were. A device all of whose cables went down at once restarted or lost power, whatever their
-    number: a spine of a small fabric restarting drops only a few links, each once (an outage, not a flap)."""
+    number: a spine of a small fabric restarting drops only a few links, each once (an outage, not a flap). The
+    count is of links whose far end is known: a leaf whose sixteen uplinks to one spine go down together, their far
+    ends unknown (LLDP on the hosts only), lost them to the spine restarting as likely as to a line card of its
+    own, and naming the leaf sends the operator to the wrong switch."""
     left = list(outages)
     groups: list[tuple[str, list[Incident]]] = []
     while True:
@@ -436,7 +439,8 @@ def _device_events(
             for cluster in clusters:
                 mine = {r.partition(":")[2] for inc in cluster for r in inc.link if r.partition(":")[0] == device}
                 whole = len(cluster) >= 2 and bool(every) and mine >= every
-                if (len(cluster) >= p.device_event_links or whole) and len(cluster) > len(best):
+                cables = sum(1 for inc in cluster if len(inc.link) == 2)  # both ends known
+                if (cables >= p.device_event_links or whole) and len(cluster) > len(best):
                     best, best_device = cluster, device
         if not best:
             return groups, left

@@ -109,6 +109,22 @@ def test_every_link_of_a_switch_going_down_once_together_is_one_device_event(
     assert event.evidence["device_event"] and "went down together (once)" in event.summary
 
 
+def test_links_of_unknown_far_ends_going_down_together_name_no_device(store: Store, now: dt.datetime) -> None:
+    """Twelve uplinks of leaf1 go down once together, their far ends unknown (LLDP on the hosts only, the far switch
+    silent): a spine restarting, or a line card of the leaf; which one the data cannot say. No device event names
+    leaf1 (the exam's served runs on Arista gear named four leaves for one restarting spine) and single outages
+    are no flaps."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    for i in range(12):
+        port = f"Ethernet3/{i + 1}"
+        t.counter("leaf1", "switch", port, "tx_bytes", steps(base=0.3 * 50e9), PORT_CLOCK)
+        t.gauge("leaf1", "switch", port, "oper_up", steps((60.0, 85.0, 0.0), base=1.0), PORT_CLOCK)
+    t.land(store)
+    flaps = found(store, t, "link_flap")
+    assert not flaps, [f.summary for f in flaps]
+
+
 @pytest.mark.parametrize("estimated", [True, False], ids=["with_the_watchdog_estimate", "frames_only"])
 def test_pause_time_the_watchdog_estimated_is_read_as_an_estimate(
     store: Store, now: dt.datetime, estimated: bool
