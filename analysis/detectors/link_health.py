@@ -481,7 +481,10 @@ def _device_finding(ctx: Context, p: LinkHealthParams, device: str, group: list[
 def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
     devices, outages = _device_events(_outages(ctx, p, events, coincident), p, ctx.fabric.ports_of)
     flaps = [inc for inc in outages if inc.flaps >= p.min_flaps]
-    flaps, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), flaps, coincident)
+    # errors on a cable of a device event are that event's (a failing uplink to a spine that restarts meanwhile),
+    # never an optics finding of their own
+    grouped = [inc for _, group in devices for inc in group]
+    _, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), [*flaps, *grouped], coincident)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
     out = [_device_finding(ctx, p, device, group) for device, group in devices]

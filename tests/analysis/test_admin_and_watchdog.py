@@ -90,20 +90,24 @@ def test_every_link_of_a_switch_going_down_once_together_is_one_device_event(
 ) -> None:
     """A spine with two links (one to each of leaf1's uplinks, LLDP from the spine) restarts, as SONiC's
     fast-reboot does: both links drop for 25 s, once, and the spine reports nothing meanwhile. Each link went down
-    once (an outage, not a flap), but every link of the spine went down at once: one device event at the spine. One
-    uplink down once is an outage: no finding."""
+    once (an outage, not a flap), but every link of the spine went down at once: one device event at the spine; the
+    frames one of them failed meanwhile are the event's, no optics finding. One uplink down once is an outage: no
+    finding."""
     t = Telemetry(now, 240)
     fabric(t)
     for i, port in enumerate(UPLINKS):
         t.link("spine1", f"Ethernet{i * 8}", "leaf1", port)
     for port in UPLINKS[:uplinks]:
         t.gauge("leaf1", "switch", port, "oper_up", steps((60.0, 85.0, 0.0), base=1.0), PORT_CLOCK)
+    t.counter("leaf1", "switch", UPLINKS[-1], "rx_fcs_errors", steps((40.0, 58.0, 50.0)), PORT_CLOCK)
     t.land(store)
 
-    flaps = found(store, t, "link_flap")
+    flaps, optics = found(store, t, "link_flap"), found(store, t, "degraded_optics")
     if uplinks == 1:
         assert not flaps, [f.summary for f in flaps]
+        assert len(optics) == 1 and optics[0].ports[0].startswith("leaf1:")  # the errors alone are the cable's
         return
+    assert not optics, [f.summary for f in optics]
     (event,) = flaps
     assert event.devices == ("spine1",) and set(event.ports) == {"spine1:Ethernet0", "spine1:Ethernet8"}
     assert event.evidence["device_event"] and "went down together (once)" in event.summary
