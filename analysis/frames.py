@@ -24,7 +24,7 @@ import polars as pl
 from rocescope.analysis.names import NON_FABRIC_PORT, renamed, same_devices
 from rocescope.catalog import METRICS
 from rocescope.errors import SchemaError
-from rocescope.pipeline.migrations import (
+from rocescope.pipeline.rates_sql import (
     SERIES,
     SERIES_LAGS,
     SERIES_WINDOW,
