@@ -255,7 +255,7 @@ class _Drawer:
                         "start": start, "end": end}
             )  # fmt: skip
         if isinstance(inc, DegradedOptics):
-            port = self._switch_port(up_share=0.5)
+            port = self._port_of_a_job(up_share=0.5)
             start, end = self.window(R.fault_s, inc.end)
             rate = float(f"{_log_uniform(rng, R.error_rate):.2g}")
             return inc.model_copy(
@@ -281,6 +281,19 @@ class _Drawer:
         kind = "up" if self.rng.random() < up_share else "down"
         ports = [p for p in self.topo.ports_of(leaf.name) if p.kind == kind]
         return ports[int(self.rng.integers(len(ports)))]
+
+    def _port_of_a_job(self, up_share: float) -> Port:
+        """A port on a job's path: the leaf port facing one of its NICs or (`up_share` of the time) an uplink of
+        that leaf. Frame errors need frames: a failing optic where nothing flows shows nothing, so an incident
+        drawn on an idle link would be unobservable by any telemetry (runs without jobs: any leaf port)."""
+        if not self.jobs:
+            return self._switch_port(up_share)
+        job = self.jobs[int(self.rng.integers(len(self.jobs)))]
+        nic = self.topo.nic(str(self.rng.choice(job.hosts)), int(self.rng.choice(job.rails)))
+        if self.rng.random() < up_share:
+            ups = self.topo.uplinks(nic.leaf)
+            return ups[int(self.rng.integers(len(ups)))]
+        return next(p for p in self.topo.ports_of(nic.leaf) if p.name == nic.leaf_port)
 
     def _imbalance(self, inc: EcmpImbalance) -> EcmpImbalance:
         """Elephants from 2-4 hosts of a leaf to hosts under other leaves of its rail, all on one drawn uplink."""

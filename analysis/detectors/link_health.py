@@ -17,8 +17,9 @@ Training at Meta Scale", SIGCOMM 2024, on link flaps stalling collectives).
 Degraded optics (`degraded_optics`). Frames failing their FCS (`rx_fcs_errors`, IEEE 802.3 clause 3),
 symbol errors (`rx_symbol_errors`) or uncorrectable FEC codewords (`fec_uncorrectable_blocks`) rising
 on a port: consecutive error samples closer than `error_gap_s` form an episode, kept when it lasts
-at least `min_error_seconds` at `min_error_rate` errors/s or more and, where the port's received
-frames are known, at least `min_error_ratio` of them (healthy links show none after FEC). Errors on a
+at least `min_error_seconds` with at least `min_errors` errors that are, where the port's received
+frames are known, at least `min_error_ratio` of them (ten times a compliant link's), else at least
+`min_error_rate` a second (more than a compliant link errs at line rate; healthy links show none after FEC). Errors on a
 link that flaps within `merge_gap_s` of them are the same failing cable: they are evidence of the
 `link_flap` finding (and extend it), not a finding of their own; errors on a link whose downs are
 too few to be a flapping episode are degraded optics. Optics DOM (`optics_rx_power_dbm`)
@@ -65,7 +66,8 @@ ADMIN_UP = "admin_up"
 LINK_UP_S = 10.0
 DOWN_COUNTERS = ("link_down_events", "carrier_transitions")
 ERROR_METRICS = ("rx_fcs_errors", "rx_symbol_errors", "fec_uncorrectable_blocks")
-RX_FRAMES = ("rx_unicast_packets", "rx_packets")
+#: frames received, all of them where the port counts them, else its unicast frames (one of the two: not their sum)
+RX_FRAMES = ("rx_packets", "rx_unicast_packets")
 DOM = "optics_rx_power_dbm"
 INGRESS_DROPS = "pg_dropped_packets"
 PORT_DISCARDS = "rx_discards"
@@ -103,18 +105,26 @@ class LinkHealthParams(Params):
         "Errs toward missing brief bursts; errors near a flap count with the flap regardless",
         ge=0,
     )
+    min_errors: float = threshold(
+        10.0,
+        "Degraded optics: errors per episode, at least.",
+        "derivation: with `min_error_ratio` at ten times a compliant link's, a compliant link would expect at most "
+        "one error where ten were counted, and shows ten or more with probability 1e-7 (Poisson): ten is "
+        "degradation, one or two may be a transient",
+        ge=1,
+    )
     min_error_rate: float = threshold(
         1.0,
-        "Degraded optics: mean errors per second, at least.",
-        "derivation: healthy links show no FCS or uncorrectable-FEC errors (module docstring), so one a second "
-        "sustained is a failing link; errs toward missing a slower trickle rather than flagging noise",
+        "Degraded optics where the port's received frames are unknown: mean errors per second, at least.",
+        "standard: IEEE 802.3's bit error ratio of 1e-12 lets a compliant 400G link at line rate err up to 0.4 "
+        "frames a second (800G: 0.8); one a second sustained is out of spec at any speed up to 800G",
         ge=0,
     )
     min_error_ratio: float = threshold(
-        1e-6,
+        1.2e-7,
         "Degraded optics: errors per received frame, at least (where frames are known).",
-        "derivation: IEEE 802.3 links are specified for a bit error ratio of 1e-12 or better, about 1e-8 per "
-        "1500-byte frame; 1e-6 of frames is some 100 times worse than a compliant link",
+        "standard: IEEE 802.3 links are specified for a bit error ratio of 1e-12 or better, 1.2e-8 per "
+        "1500-byte frame; ten times that is a link out of spec, not a compliant one's bad luck",
         ge=0,
     )
     lossless_priorities: tuple[int, ...] = lossless_threshold(
@@ -317,6 +327,8 @@ def _error_episodes(ctx: Context, p: LinkHealthParams) -> pl.DataFrame:
     # frames received over each episode, for the error ratio (only the ports with errors are read)
     rx = ctx.frames.rates(list(RX_FRAMES), devices=sorted(set(eps["device"].to_list())))
     rx = rx.join(eps.select("device", "port").unique(), on=["device", "port"])
+    preference = pl.col("metric").replace_strict({m: i for i, m in enumerate(RX_FRAMES)}, return_dtype=pl.Int8)
+    rx = rx.filter(preference == preference.min().over("device", "port"))
     frames_rx = (
         eps.join(rx.select("device", "port", "ts", "delta"), on=["device", "port"], how="left")
         .filter(pl.col("ts").is_null() | ((pl.col("ts") > pl.col("start")) & (pl.col("ts") <= pl.col("end"))))
@@ -346,11 +358,7 @@ def _merge_errors(
             hit.start, hit.end = min(hit.start, row["start"]), max(hit.end, row["end"])
             _add(hit.errors, ref, errors)
             continue
-        ratio = row["error_ratio"]
-        sustained = row["seconds"] >= p.min_error_seconds and row["seconds"] > 0
-        if not sustained or row["errors"] / row["seconds"] < p.min_error_rate:
-            continue
-        if ratio is not None and ratio < p.min_error_ratio:
+        if not _degraded(p, row["errors"], row["seconds"], row["error_ratio"]):
             continue
         alone.append(Incident(link, row["start"], row["end"], 0, {ref: errors}))
     optics: list[Incident] = []
@@ -363,6 +371,16 @@ def _merge_errors(
         for ref, errs in inc.errors.items():
             _add(same.errors, ref, errs)
     return flaps, optics
+
+
+def _degraded(p: LinkHealthParams, errors: float, seconds: float, ratio: float | None) -> bool:
+    """An error episode is degradation when it is sustained and counts enough errors, out of spec for the frames
+    the port received or, where those are unknown, for any link at line rate."""
+    if seconds < p.min_error_seconds or seconds <= 0 or errors < p.min_errors:
+        return False
+    if ratio is None:
+        return errors / seconds >= p.min_error_rate
+    return ratio >= p.min_error_ratio
 
 
 def _add(into: dict[str, dict[str, float]], ref: str, errors: dict[str, Any]) -> None:

@@ -4,15 +4,19 @@ without any."""
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rocescope.analysis.run import analyze, overrides_from
+from rocescope.pipeline.store import Store
 from rocescope.sim.scoring import score
 
+from gear import PORT_CLOCK, fabric, found
 from landed import Landed
+from telemetry import Telemetry, steps
 
 LINK = ["link_health"]
 
@@ -73,3 +77,45 @@ def test_healthy_links_and_working_pfc_find_nothing(land: Callable[..., Landed])
         run = land(name, duration_s=120 if name == "baseline" else None)
         found = _find(run)
         assert found == [], (name, [f.summary for f in found])
+
+
+@pytest.mark.parametrize(
+    ("frames", "errors", "degraded"),
+    [
+        # a failing optic on a lightly used link: 1e-6 of its frames fail, fewer than one a second
+        ({"rx_packets": 4e5}, 0.4, True),
+        # a compliant 400G link near line rate: 0.3 errors a second are 1e-8 of its frames (IEEE 802.3, BER 1e-12)
+        ({"rx_packets": 3e7}, 0.3, False),
+        # both frame counters reported: the ratio is of one of them (1.7e-7 of 3e6 frames/s), not of their sum
+        ({"rx_packets": 3e6, "rx_unicast_packets": 3e6}, 0.5, True),
+        # frames unknown: 0.3/s is what a compliant 400G link may err at line rate; 2/s is out of spec at any speed
+        ({}, 0.3, False),
+        ({}, 2.0, True),
+    ],
+)  # fmt: skip
+def test_degraded_optics_is_judged_against_a_compliant_links_error_ratio(
+    store: Store, now: dt.datetime, frames: dict[str, float], errors: float, degraded: bool
+) -> None:
+    """A degraded optic is a link out of IEEE 802.3's error spec for the frames it carries, not a fixed number of
+    errors a second: a lightly used failing link errs rarely, a busy compliant one now and then."""
+    t = Telemetry(now, 180)
+    fabric(t)
+    for metric, rate in frames.items():
+        t.counter("leaf1", "switch", "Ethernet2/1", metric, steps(base=rate), PORT_CLOCK)
+    t.counter("leaf1", "switch", "Ethernet2/1", "rx_fcs_errors", steps((30.0, 150.0, errors)), PORT_CLOCK)
+    t.land(store)
+
+    optics = found(store, t, "degraded_optics")
+    assert [f.ports[0] for f in optics] == (["leaf1:Ethernet2/1"] if degraded else []), [f.summary for f in optics]
+
+
+def test_a_transient_burst_of_errors_is_no_degraded_optic(store: Store, now: dt.datetime) -> None:
+    """A reseat or one transient: five errors over a minute, far above a compliant link's ratio, are too few to
+    call the optic failing."""
+    t = Telemetry(now, 180)
+    fabric(t)
+    t.counter("leaf1", "switch", "Ethernet2/1", "rx_packets", steps(base=1e5), PORT_CLOCK)
+    t.counter("leaf1", "switch", "Ethernet2/1", "rx_fcs_errors", steps((30.0, 90.0, 5 / 60)), PORT_CLOCK)
+    t.land(store)
+
+    assert not found(store, t, "degraded_optics")

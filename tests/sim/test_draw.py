@@ -78,6 +78,14 @@ def test_every_draw_stays_in_its_kinds_range_on_a_non_blocking_fabric() -> None:
                 assert 0.5 <= inc.down <= min(3.0, inc.period / 2) and 5.0 <= inc.period <= 30.0
             elif isinstance(inc, DegradedOptics):
                 assert 1e-6 <= inc.error_rate <= 1e-4
+                topo = Topology(f)
+                nics = [topo.nic(h, r) for j in place(topo, sc.jobs, seed) for h in j.hosts for r in j.rails]
+                on_path = any(
+                    (inc.device, inc.port) == (n.leaf, n.leaf_port)
+                    or (inc.device == n.leaf and inc.port in {p.name for p in topo.uplinks(n.leaf)})
+                    for n in nics
+                )
+                assert on_path  # frames flow there: an optic failing on an idle link shows nothing
             elif isinstance(inc, Straggler):
                 assert 1.1 <= inc.slowdown <= 2.0
                 jobs = place(Topology(f), sc.jobs, seed)
