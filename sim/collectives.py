@@ -26,7 +26,8 @@ plugin writes them, and land through the real parser (fast path) or as Inspector
 
 `qp_owners_arrow` is what eBPF (or `rdma resource show qp`) reports of those processes: each rank's queue pairs
 at both ends, with its pid, pod and job, so a collective's (host, pid) names its job even on a host that
-another job's traffic also uses.
+another job's traffic also uses; and of every other process with queue pairs (background jobs' workers, storage
+services), as a monitored host shows them.
 """
 
 from __future__ import annotations
@@ -147,24 +148,42 @@ def communicators(world: World, spec: Collectives | None = None) -> list[Communi
     return out
 
 
+#: what eBPF names the process at a QP's end outside the training ranks (a checkpoint restore, a data loader)
+BACKGROUND_COMM = "python3"
+
+
 def qp_owners_arrow(world: World) -> pa.Table:
-    """`qp_owners` of the training ranks' queue pairs (both ends of every flow of their collectives), seen at the
-    run's start: the process (pid, `pt_main_thread`), its pod (`pod:<uid>`) and job."""
-    owner: dict[tuple[str, int], tuple[int, str, str]] = {}  # (host, rail) -> (pid, cgroup, job)
+    """`qp_owners` of every queue pair the engine runs, at both ends, seen at the run's start: eBPF (or `rdma
+    resource show qp`) on a monitored host sees each process's QPs, not only the training ranks'. A training
+    rank's process (pid, `pt_main_thread`), its pod (`pod:<uid>`) and job; a placed background job's worker as
+    that job's; traffic the scheduler never placed (storage readers) from processes of no job."""
+    owner: dict[tuple[str, str, int], tuple[int, str, str, str]] = {}  # (job, host, rail) -> (pid, comm, cgroup, job)
     comms = {c.job_id: c for c in communicators(world)}
     for job in world.training_jobs:
         pods = {p.host: p for p in job.pods}
         for rp in comms[job.job_id].ranks:
-            owner[(rp.host, rp.rail)] = (rp.pid, f"pod:{pod_uid(job, pods[rp.host])}", job.job_id)
-    rows: list[tuple[str, str, int, int, str, str, int, int, str, str]] = []
-    training = {j.job_id for j in world.training_jobs}
+            cgroup = f"pod:{pod_uid(job, pods[rp.host])}"
+            owner[(job.job_id, rp.host, rp.rail)] = (rp.pid, "pt_main_thread", cgroup, job.job_id)
+    jobs = {j.job_id: j for j in world.jobs}
+
+    def owned(job_id: str, host: str, rail: int) -> tuple[int, str, str, str]:
+        hit = owner.get((job_id, host, rail))
+        if hit is not None:
+            return hit
+        job = jobs.get(job_id)
+        pod = next((p for p in job.pods if p.host == host), None) if job is not None else None
+        if job is not None and pod is not None:
+            return _pid(job, host) + rail, BACKGROUND_COMM, f"pod:{pod_uid(job, pod)}", job_id
+        return 1000 + stable_hash(f"{job_id}@{host}") % 4_000_000 + rail, BACKGROUND_COMM, "system.slice", ""
+
+    rows: list[tuple[str, str, int, int, str, str, int, int, str, str, str]] = []
     for f in world.engine.flows:
-        if f.job_id not in training:
-            continue
         for here, there, qpn, peer_qpn in ((f.src, f.dst, f.src_qpn, f.dst_qpn), (f.dst, f.src, f.dst_qpn, f.src_qpn)):
-            pid, cgroup, jid = owner[(here.host, here.rail)]
-            rows.append((here.host, here.rdma_dev, qpn, peer_qpn, there.ip, there.gid, f.udp_sport, pid, cgroup, jid))
-    cols: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(10)]
+            pid, comm, cgroup, jid = owned(f.job_id, here.host, here.rail)
+            rows.append(
+                (here.host, here.rdma_dev, qpn, peer_qpn, there.ip, there.gid, f.udp_sport, pid, comm, cgroup, jid)
+            )
+    cols: list[Sequence[object]] = list(zip(*rows, strict=True)) if rows else [[] for _ in range(11)]
     table = pa.table(
         {
             "host": pa.array(cols[0], pa.string()),
@@ -175,9 +194,9 @@ def qp_owners_arrow(world: World) -> pa.Table:
             "dest_gid": pa.array(cols[5], pa.string()),
             "udp_sport": pa.array(cols[6], pa.uint16()),
             "pid": pa.array(cols[7], pa.uint32()),
-            "comm": ["pt_main_thread"] * len(rows),
-            "cgroup": pa.array(cols[8], pa.string()),
-            "job_id": pa.array(cols[9], pa.string()),
+            "comm": pa.array(cols[8], pa.string()),
+            "cgroup": pa.array(cols[9], pa.string()),
+            "job_id": pa.array(cols[10], pa.string()),
             "seen_at": pa.array([world.start] * len(rows), pa.timestamp("ns", tz="UTC")),
         }
     )

@@ -1,7 +1,7 @@
 """The simulator's fast path: run a scenario and land its telemetry in the store through the pipeline.
 
 `run_scenario` builds the fabric (`rocescope.sim.incidents.build_world`), publishes the `links`,
-`endpoints`, `qp_owners` (the training ranks' processes) and `incidents` (ground truth) streams once, then
+`endpoints`, `qp_owners` (the processes of every queue pair) and `incidents` (ground truth) streams once, then
 runs the engine and publishes one `counters` Batch (every device, keyed `sim`) per poll, and the packet
 mirror's sampled `packets` (`rocescope.sim.mirror`) of the poll, through `rocescope.pipeline.runner.publishing`:
 Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
@@ -150,7 +150,7 @@ def job_times(engine: Engine, job_ids: list[str]) -> list[JobTimes]:
 
 
 def static_tables(world: World, gear: Gear | None = None) -> dict[str, pa.Table]:
-    """`links`, `endpoints` (each job over its window), `qp_owners` (the training ranks' processes) and
+    """`links`, `endpoints` (each job over its window), `qp_owners` (the processes of every queue pair) and
     `incidents` of a run, conformed; as the profile's gear reports them when `gear` is given."""
     start = world.start
     parts = []

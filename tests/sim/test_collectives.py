@@ -16,7 +16,7 @@ from rocescope.analysis.frames import Window
 from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store
-from rocescope.sim.collectives import CollectiveTimer
+from rocescope.sim.collectives import CollectiveTimer, qp_owners_arrow
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import MiB
 from rocescope.sim.run import run_scenario, simulate
@@ -209,3 +209,23 @@ def test_truth_files_without_the_impact_fields_still_load() -> None:
     assert (truth.culprit_jobs, truth.victim_jobs, dict(truth.gpu_seconds_lost)) == ((), (), {})
     new = Truth.from_dict({**old, "culprit_jobs": ["c"], "victim_jobs": ["a"], "gpu_seconds_lost": {"a": 1.5}})
     assert (new.culprit_jobs, new.victim_jobs, dict(new.gpu_seconds_lost)) == (("c",), ("a",), {"a": 1.5})
+
+
+def test_every_queue_pair_has_its_process_not_only_the_training_ranks() -> None:
+    """eBPF on a monitored host sees every process's queue pairs: an incast's senders and receiver are its
+    background job's workers where the scheduler placed it, processes of no job where it did not (storage
+    readers); the training ranks keep their pods and jobs."""
+    for placed in (True, False):
+        incast = {"kind": "incast", "start": "1s", "end": "2s", "receiver": "gpu-001", "senders": 3, "placed": placed}
+        world = build_world(scenario([incast], jobs=[A]), start=T0)
+        owners = qp_owners_arrow(world).to_pylist()
+        background = [f for f in world.engine.flows if f.job_id.startswith("background/")]
+        assert background and len(owners) == 2 * len(world.engine.flows)
+        by_qp = {(o["host"], o["qpn"]): o for o in owners}
+        for f in background:
+            for end, peer in ((by_qp[(f.src.host, f.src_qpn)], f.dst), (by_qp[(f.dst.host, f.dst_qpn)], f.src)):
+                assert end["job_id"] == (f.job_id if placed else "") and end["comm"] == "python3"
+                assert end["dest_ip"] == peer.ip and end["pid"] > 0
+        ranks = [o for o in owners if o["job_id"] == "team-a/llm-a"]
+        assert ranks and {o["comm"] for o in ranks} == {"pt_main_thread"}
+        assert all(o["cgroup"].startswith("pod:") for o in ranks)
