@@ -55,7 +55,7 @@ import polars as pl
 from rocescope.analysis.align import with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
-from rocescope.analysis.fabric import netdev_of, with_ifaces
+from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.links import coincident_cables
 
@@ -190,7 +190,7 @@ def _link_keys(ctx: Context, ports: pl.DataFrame, coincident: Peers) -> pl.DataF
     its downs' (`links.coincident_cables`), is a link of one end)."""
     rows = []
     for device, port in ports.select("device", "port").unique().iter_rows():
-        iface = netdev_of(port)
+        iface = ctx.fabric.iface(device, port)  # a host's RDMA port is its netdev's cable where that is known
         peer = ctx.fabric.peer(device, iface)
         other = f"{peer[0]}:{peer[1]}" if peer else coincident.get((device, port))
         rows.append((device, port, sorted([f"{device}:{iface}"] + ([other] if other else []))))
@@ -352,7 +352,7 @@ def _merge_errors(
     for row in eps.iter_rows(named=True):
         link = tuple(row["link"])
         errors = {m: row[m] for m in ("errors", *ERROR_METRICS)} | {"error_ratio": row["error_ratio"]}
-        ref = f"{row['device']}:{netdev_of(row['port'])}"
+        ref = f"{row['device']}:{ctx.fabric.iface(row['device'], row['port'])}"
         hit = next((f for f in flaps if f.link == link and f.near(row["start"], row["end"], p.merge_gap_s)), None)
         if hit is not None:
             hit.start, hit.end = min(hit.start, row["start"]), max(hit.end, row["end"])
@@ -407,7 +407,7 @@ def _dom(ctx: Context, incidents: Sequence[Incident]) -> dict[str, float]:
     low = g.group_by("device", "port").agg(pl.col("value").min())
     out: dict[str, float] = {}
     for d, port, v in low.iter_rows():
-        ref = f"{d}:{netdev_of(port)}"
+        ref = f"{d}:{ctx.fabric.iface(d, port)}"
         if ref in refs:
             out[ref] = min(v, out.get(ref, math.inf))
     return out
@@ -421,7 +421,7 @@ def _idle_links(ctx: Context, p: LinkHealthParams, incidents: Sequence[Incident]
     devices = sorted({ref.partition(":")[0] for i in incidents for ref in i.link})
     sent = ctx.frames.totals(["tx_bytes"], ctx.window.seconds, devices=devices)
     sent = sent.group_by("device", "port").agg(pl.col("delta").sum())
-    tx = {f"{d}:{netdev_of(port)}": float(v) for d, port, v in sent.iter_rows()}
+    tx = {f"{d}:{ctx.fabric.iface(d, port)}": float(v) for d, port, v in sent.iter_rows()}
     floor = p.idle_Bps * ctx.window.seconds
     return {i.link for i in incidents if all(r in tx and tx[r] < floor for r in i.link)}
 

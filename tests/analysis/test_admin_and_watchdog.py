@@ -158,3 +158,18 @@ def test_pause_time_the_watchdog_estimated_is_read_as_an_estimate(
     assert storm.evidence["root"] == f"{stuck}:eth0"
     assert storm.evidence["pause_evidence"] == ["pause_duration_estimated"], storm.evidence
     assert storm.severity == "warning" and "severity_capped" in storm.evidence
+
+
+def test_a_hosts_flaps_seen_at_its_netdev_and_its_rdma_port_are_one_finding(store: Store, now: dt.datetime) -> None:
+    """mlx5 counts a link's downs at the netdev (`link_down_events_phy`) and the RDMA port counts them again
+    (`link_downed` of mlx5_0/1): one cable, one flapping link, named by its netdev where the placement maps the
+    RDMA device to it."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    downs = steps(*[(60.0 + 15 * k, 60.2 + 15 * k, 5.0) for k in range(4)])
+    t.counter("gpu-04", "nic", "eth0", "link_down_events", downs, nic_clock(4))
+    t.counter("gpu-04", "nic", "mlx5_0/1", "link_down_events", downs, nic_clock(4))
+    t.land(store)
+
+    (flap,) = found(store, t, "link_flap")
+    assert set(flap.ports) == {f"leaf1:{PORTS['gpu-04']}", "gpu-04:eth0"} and flap.evidence["flaps"] == 4
