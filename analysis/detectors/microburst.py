@@ -22,8 +22,10 @@ that bursts of synchronized senders build at the last hop). The shared physics i
 * a finding lasts while its port's ECN-marking and CNP-sending samples inside it say the bursts were (the
   reads only bound them: a 60 s read's interval began up to a minute before the first burst), and on through
   such samples after the port's last read when the data ends before its next one (bursts no read saw yet);
-* a finding needs a median estimated burst length of `min_burst_ms` (below: the port's usual traffic
-  bunched up, e.g. a victim flow's backlog released after a pause upstream, not new traffic);
+* no floor on a burst's length: a queue above Kmin for less than a read is a microburst however short (the
+  definition), and duty-cycled training traffic that bunches up at the receiver's port makes such queues
+  without adding bytes beyond its usual rate (a backlog released after a pause is the storm's or deadlock's,
+  by the port's and its senders' pauses, below);
 * per finding: burst count, peak occupancy (highest watermark) and estimated burst duration: the bytes
   the port sent in a burst interval beyond its quiet rate, at line rate (a lower bound: the time the port
   was busy with the burst), never less than the time to drain the peak queue;
@@ -94,13 +96,6 @@ class MicroburstParams(FanInParams):
         "over a tenth of the time are in a PFC storm or deadlock, whose released backlog is no microburst.",
         ge=0,
         le=1,
-    )
-    min_burst_ms: float = threshold(
-        1.0,
-        "Median estimated burst length at least (bursts that add no bytes are not fan-in).",
-        "derivation: the estimate is a lower bound (bytes beyond the port's quiet rate, at line rate, or the peak's "
-        "drain time); below 1 ms a read adds too few bytes: the port's own traffic bunched up (a backlog released).",
-        ge=0,
     )
     merge_gap_s: float = threshold(
         10.0,
@@ -294,9 +289,7 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
             pl.col("speed_source").first().alias("speed_source"),
             pl.col("dt_s").median().alias("read_every_s"),
         ],
-    ).filter(
-        pl.col("bursts") >= p.min_bursts, pl.col("burst_s").is_null() | (pl.col("burst_s") >= p.min_burst_ms / 1e3)
-    )
+    ).filter(pl.col("bursts") >= p.min_bursts)
     findings = []
     for row in eps.iter_rows(named=True):
         device, port, prio, n = row["device"], row["port"], int(row["priority"]), int(row["bursts"])
@@ -311,7 +304,8 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
         burst_s, peak, util = row["burst_s"], float(row["peak"]), row["util"]
         ms = ""
         if burst_s is not None:  # past the definition's 100 ms: many bursts in each marking interval
-            ms = f", ~{burst_s * 1000:.0f} ms " + ("each" if burst_s <= 0.1 else "at line rate per marking interval")
+            length = f"{burst_s * 1e6:.0f} us" if burst_s < 1e-3 else f"{burst_s * 1000:.0f} ms"
+            ms = f", ~{length} " + ("each" if burst_s <= 0.1 else "at line rate per marking interval")
         findings.append(
             Finding(
                 kind="microburst",

@@ -468,3 +468,27 @@ def test_job_mates_that_handle_few_cnps_are_not_blamed_for_a_loss_one_nic_explai
 
     (loss,) = found(store, t, "cnp_loss")
     assert loss.devices == (dropper,) and loss.evidence["cnp_handled"] == 0
+
+
+@pytest.mark.parametrize("every", [1.0, 10.0], ids=["watermarks_every_second", "watermarks_every_10_s"])
+def test_training_traffic_that_bunches_at_the_receiver_is_a_microburst_at_any_read_interval(
+    store: Store, now: dt.datetime, every: float
+) -> None:
+    """Duty-cycled all-reduce phases from many peers meet at a receiver's port: its queue peaks at 4 MB (far above
+    Kmin, marking ECN) in every read while the port sends its usual 3% of line rate, no bytes beyond it. The peak
+    drains in 80 us at 400G: a queue above Kmin for less than a read, a microburst by the definition, whether the
+    watermark is read every second or every 10 s (Cumulus), not a burst too short to count."""
+    t = Telemetry(now, 240)
+    fabric(t, busy=0.03 * LINE)
+    port = PORTS["gpu-05"]
+    t.gauge("leaf1", "switch", port, "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)
+    t.counter("leaf1", "switch", port, "tx_bytes", steps(base=0.03 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps((30.0, 210.0, 4e6), base=2e4), Clock(every, 0.42),
+            priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", steps((30.0, 210.0, 1e4)), QUEUE_CLOCK, 3)
+    t.land(store)
+
+    (burst,) = found(store, t, "microburst")
+    assert burst.ports[0] == f"leaf1:{port}", burst.summary
+    assert burst.evidence["estimated_burst_ms"] < 1.0, burst.evidence
+    assert "us each" in burst.summary
