@@ -27,7 +27,7 @@ plugin writes them, and land through the real parser (fast path) or as Inspector
 `qp_owners_arrow` is what eBPF (or `rdma resource show qp`) reports of those processes: each rank's queue pairs
 at both ends, with its pid, pod and job, so a collective's (host, pid) names its job even on a host that
 another job's traffic also uses; and of every other process with queue pairs (background jobs' workers, storage
-services), as a monitored host shows them.
+readers the scheduler never placed), as a monitored host shows them.
 """
 
 from __future__ import annotations
