@@ -87,6 +87,12 @@ GAUGES_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "value": pl.Float64(),
 }
+RESETS_SCHEMA: dict[str, pl.DataType] = {
+    "device": pl.String(),
+    "port": pl.String(),
+    "before": TS,
+    "after": TS,
+}
 TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "bucket": TS,
     "device": pl.String(),
@@ -504,6 +510,24 @@ SELECT last_ts AS ts, device, last_role AS role, port, priority, metric, value F
     GROUP BY metric, device, port, priority
 ) ORDER BY device, port, priority, metric"""  # noqa: S608 - placeholders only
         return _plain(self._query(key, sql, self._params(metrics, _bound(devices=devices))), GAUGES_SCHEMA, "last")
+
+    def byte_counter_resets(self) -> pl.DataFrame:
+        """Switch ports whose transmitted-byte counter went back between two of their samples in the window
+        (RESETS_SCHEMA: the last sample before, the first after), per source: a device that restarted counts
+        again from zero on every port at once. A 64-bit byte counter does not wrap in a deployment's life."""
+        sql = """
+SELECT device, port, prev_ts AS before, ts AS after FROM (
+    SELECT ts, toString(device) AS device, toString(port) AS port, value,
+        lagInFrame(value) OVER w AS prev, lagInFrame(ts) OVER w AS prev_ts, row_number() OVER w AS k
+    FROM counters
+    WHERE ts >= {lo:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')} AND metric = 'tx_bytes'
+        AND role = 'switch'
+    WINDOW w AS (PARTITION BY device, port, source ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+) WHERE k > 1 AND value < prev AND ts >= {start:DateTime64(9, 'UTC')}
+ORDER BY device, port, after"""
+        if not self.present(["tx_bytes"]):
+            return pl.DataFrame(schema=RESETS_SCHEMA)
+        return _plain(self._query(("resets",), sql, self._params(["tx_bytes"])), RESETS_SCHEMA, "resets")
 
     def gauges_below(
         self, metrics: Sequence[str], max_value: float, *, roles: Sequence[str] | None = None

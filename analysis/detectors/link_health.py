@@ -466,10 +466,50 @@ def _device_events(
         left = [i for i in left if all(i is not b for b in best)]
 
 
-def _device_finding(ctx: Context, p: LinkHealthParams, device: str, group: list[Incident]) -> Finding:
-    """One finding for a device whose links went down together (a reboot, a line card, a power feed)."""
+#: a device's own ports named by a restart finding, where its links' far ends are unknown
+Restart = tuple[str, list[Incident], list[str]]
+
+
+def _restarts(ctx: Context, p: LinkHealthParams, outages: list[Incident]) -> tuple[list[Restart], list[Incident]]:
+    """Switches that restarted, with the outages that were theirs: a switch's byte counters going back on two
+    ports or more between the same two reads is the device counting again from zero (one port going back is a
+    glitch or a cleared port); links whose far end is unknown (LLDP on the hosts only) that went down between
+    `merge_gap_s` before its last read before the restart and its first read after are its links, where two or
+    more did (more than one cable: counters cleared by an operator down none). Without this, a restarting spine
+    whose far ends no LLDP names is silent while it restarts, and its neighbours' downs name no device."""
+    resets = ctx.frames.byte_counter_resets()
+    if resets.is_empty() or not outages:
+        return [], outages
+    left, found = list(outages), []
+    slack = dt.timedelta(seconds=p.merge_gap_s)
+    for (device,), rows in resets.sort("before").group_by(["device"], maintain_order=True):
+        spans: list[tuple[dt.datetime, dt.datetime, set[str]]] = []
+        for port, before, after in rows.select("port", "before", "after").iter_rows():
+            if spans and before <= spans[-1][1]:  # overlapping read gaps: one restart
+                lo, hi, ports = spans[-1]
+                spans[-1] = (lo, max(hi, after), ports | {port})
+            else:
+                spans.append((before, after, {port}))
+        for lo, hi, ports in spans:
+            if len(ports) < 2:
+                continue
+            theirs = [
+                o for o in left
+                if len(o.link) == 1 and not o.link[0].startswith(f"{device}:") and lo - slack <= o.start <= hi
+            ]  # fmt: skip
+            if len(theirs) >= 2:
+                found.append((str(device), theirs, sorted(f"{device}:{port}" for port in ports)))
+                left = [o for o in left if all(o is not t for t in theirs)]
+    return found, left
+
+
+def _device_finding(
+    ctx: Context, p: LinkHealthParams, device: str, group: list[Incident], restarted: Sequence[str] = ()
+) -> Finding:
+    """One finding for a device whose links went down together (a reboot, a line card, a power feed); with
+    `restarted`, the device's ports whose counters restarted (its links' far ends unknown)."""
     start, end = ctx.clip(min(i.start for i in group), max(i.end for i in group))
-    ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device})
+    ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device} | set(restarted))
     downs = max(i.flaps for i in group)
     jobs = sorted({j for inc in group for j in _jobs(ctx, _ends(inc), start, end, False)})
     return Finding(
@@ -485,11 +525,13 @@ def _device_finding(ctx: Context, p: LinkHealthParams, device: str, group: list[
             f"device event: {len(group)} links of {device} went down together "
             f"({'once' if downs == 1 else f'up to {downs} times'}) in "
             f"{(end - start).total_seconds():.0f} s: a reboot, line card or power event, not {len(group)} cables"
+            + (f"; its counters restarted from zero on {len(restarted)} ports (a restart)" if restarted else "")
         ),
         evidence={
             "device_event": True,
             "links": len(group),
             "flaps": downs,
+            "restarted_ports": len(restarted),
             "peers": sorted(r for inc in group for r in _ends(inc) if r.partition(":")[0] != device),
         },
         job_ids=tuple(jobs),
@@ -497,15 +539,17 @@ def _device_finding(ctx: Context, p: LinkHealthParams, device: str, group: list[
 
 
 def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
-    devices, outages = _device_events(_outages(ctx, p, events, coincident), p, ctx.fabric.ports_of)
+    restarts, outages = _restarts(ctx, p, _outages(ctx, p, events, coincident))
+    devices, outages = _device_events(outages, p, ctx.fabric.ports_of)
     flaps = [inc for inc in outages if inc.flaps >= p.min_flaps]
     # errors on a cable of a device event are that event's (a failing uplink to a spine that restarts meanwhile),
     # never an optics finding of their own
-    grouped = [inc for _, group in devices for inc in group]
+    grouped = [inc for _, group in devices for inc in group] + [inc for _, group, _ in restarts for inc in group]
     _, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), [*flaps, *grouped], coincident)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
     out = [_device_finding(ctx, p, device, group) for device, group in devices]
+    out += [_device_finding(ctx, p, device, group, own) for device, group, own in restarts]
     for inc in flaps:
         start, end = ctx.clip(inc.start, inc.end)
         ends = _ends(inc)

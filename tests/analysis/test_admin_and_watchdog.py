@@ -10,7 +10,7 @@ import pytest
 
 from rocescope.pipeline.store import Store
 
-from gear import PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
+from gear import LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, fabric, found, nic_clock
 from telemetry import Telemetry, steps
 
 SHUTS = [(60.0, 90.0, 0.0), (120.0, 150.0, 0.0)]
@@ -173,3 +173,35 @@ def test_a_hosts_flaps_seen_at_its_netdev_and_its_rdma_port_are_one_finding(stor
 
     (flap,) = found(store, t, "link_flap")
     assert set(flap.ports) == {f"leaf1:{PORTS['gpu-04']}", "gpu-04:eth0"} and flap.evidence["flaps"] == 4
+
+
+@pytest.mark.parametrize("restarted", [True, False], ids=["spine_restarts", "counters_cleared"])
+def test_a_spine_no_lldp_names_restarting_is_one_event_at_the_spine(
+    store: Store, now: dt.datetime, restarted: bool
+) -> None:
+    """LLDP on the hosts only (Arista over OpenConfig): nobody names the far ends of the leaves' uplinks. The spine
+    goes silent for 90 s and comes back counting from zero on every port, while two uplinks of each leaf went down
+    for 25 s meanwhile: one restart, at the spine. Counters an operator cleared, no link down, are none."""
+    t = Telemetry(now, 300)
+    fabric(t)
+    spine_ports = [f"Ethernet{i}/1" for i in range(1, 5)]
+    for port in spine_ports:
+        t.counter("spine1", "switch", port, "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK, resets=(100.0,))
+    for leaf in ("leaf1", "leaf2"):
+        for port in UPLINKS:
+            if leaf == "leaf2":
+                t.counter(leaf, "switch", port, "tx_bytes", steps(base=0.3 * LINE), PORT_CLOCK)
+            t.gauge(leaf, "switch", port, "oper_up", steps(*([(100.0, 125.0, 0.0)] if restarted else ()), base=1.0),
+                    PORT_CLOCK)  # fmt: skip
+    if restarted:  # silent while it restarts
+        t.counters = [r for r in t.counters if not (r[1] == "spine1" and 100 <= (r[0] - now).total_seconds() < 190)]
+    t.land(store)
+
+    flaps = found(store, t, "link_flap")
+    if not restarted:
+        assert not flaps, [f.summary for f in flaps]
+        return
+    (event,) = flaps
+    assert event.devices == ("spine1",) and event.evidence["restarted_ports"] == 4, event.summary
+    assert set(event.ports) == {f"spine1:{p}" for p in spine_ports}
+    assert set(event.evidence["peers"]) == {f"{leaf}:{p}" for leaf in ("leaf1", "leaf2") for p in UPLINKS}
