@@ -87,12 +87,16 @@ GAUGES_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "value": pl.Float64(),
 }
-RESETS_SCHEMA: dict[str, pl.DataType] = {
+BREAKS_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(),
     "port": pl.String(),
     "before": TS,
     "after": TS,
+    "went_back": pl.Boolean(),
 }
+#: a series unread for more than this many of its usual intervals went silent (one or two missed reads are a
+#: collector's or a network's hiccup)
+SILENT_READS = 3
 TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "bucket": TS,
     "device": pl.String(),
@@ -511,23 +515,28 @@ SELECT last_ts AS ts, device, last_role AS role, port, priority, metric, value F
 ) ORDER BY device, port, priority, metric"""  # noqa: S608 - placeholders only
         return _plain(self._query(key, sql, self._params(metrics, _bound(devices=devices))), GAUGES_SCHEMA, "last")
 
-    def byte_counter_resets(self) -> pl.DataFrame:
-        """Switch ports whose transmitted-byte counter went back between two of their samples in the window
-        (RESETS_SCHEMA: the last sample before, the first after), per source: a device that restarted counts
-        again from zero on every port at once. A 64-bit byte counter does not wrap in a deployment's life."""
-        sql = """
-SELECT device, port, prev_ts AS before, ts AS after FROM (
-    SELECT ts, toString(device) AS device, toString(port) AS port, value,
-        lagInFrame(value) OVER w AS prev, lagInFrame(ts) OVER w AS prev_ts, row_number() OVER w AS k
-    FROM counters
-    WHERE ts >= {lo:DateTime64(9, 'UTC')} AND ts < {end:DateTime64(9, 'UTC')} AND metric = 'tx_bytes'
-        AND role = 'switch'
-    WINDOW w AS (PARTITION BY device, port, source ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
-) WHERE k > 1 AND value < prev AND ts >= {start:DateTime64(9, 'UTC')}
-ORDER BY device, port, after"""
+    def byte_counter_breaks(self) -> pl.DataFrame:
+        """Switch ports whose transmitted-byte counter went back, or went unread for more than `SILENT_READS` of
+        its usual interval, between two of their samples in the window (BREAKS_SCHEMA: the last sample before,
+        the first after, and whether it went back), per source: a device that restarted is silent meanwhile and
+        counts again from zero on every port at once. A 64-bit byte counter does not wrap in a deployment's life."""
+        sql = f"""
+SELECT device, port, prev_ts AS before, ts AS after, value < prev AS went_back FROM (
+    SELECT *, quantileExact(0.5)(gap_s) OVER (PARTITION BY device, port, source) AS usual_s FROM (
+        SELECT *, if(k > 1, dateDiff('millisecond', prev_ts, ts) / 1e3, NULL) AS gap_s FROM (
+            SELECT ts, toString(device) AS device, toString(port) AS port, source, value,
+                lagInFrame(value) OVER w AS prev, lagInFrame(ts) OVER w AS prev_ts, row_number() OVER w AS k
+            FROM counters
+            WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}} AND metric = 'tx_bytes'
+                AND role = 'switch'
+            WINDOW w AS (PARTITION BY device, port, source ORDER BY ts ROWS BETWEEN 1 PRECEDING AND CURRENT ROW)
+        )
+    )
+) WHERE k > 1 AND ts >= {{start:DateTime64(9, 'UTC')}} AND (value < prev OR gap_s > {SILENT_READS} * usual_s)
+ORDER BY device, port, after"""  # noqa: S608 - a constant and placeholders only
         if not self.present(["tx_bytes"]):
-            return pl.DataFrame(schema=RESETS_SCHEMA)
-        return _plain(self._query(("resets",), sql, self._params(["tx_bytes"])), RESETS_SCHEMA, "resets")
+            return pl.DataFrame(schema=BREAKS_SCHEMA)
+        return _plain(self._query(("breaks",), sql, self._params(["tx_bytes"])), BREAKS_SCHEMA, "breaks")
 
     def gauges_below(
         self, metrics: Sequence[str], max_value: float, *, roles: Sequence[str] | None = None

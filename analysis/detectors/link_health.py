@@ -466,50 +466,71 @@ def _device_events(
         left = [i for i in left if all(i is not b for b in best)]
 
 
-#: a device's own ports named by a restart finding, where its links' far ends are unknown
-Restart = tuple[str, list[Incident], list[str]]
+@dataclass
+class Restart:
+    """A switch that went away (restarted, lost power) with the outages that were its links."""
+
+    device: str
+    outages: list[Incident]
+    #: its ports whose counters went back (`restarted`) or went unread meanwhile
+    ports: list[str]
+    restarted: bool
 
 
 def _restarts(ctx: Context, p: LinkHealthParams, outages: list[Incident]) -> tuple[list[Restart], list[Incident]]:
-    """Switches that restarted, with the outages that were theirs: a switch's byte counters going back on two
+    """Switches that went away, with the outages that were theirs. A switch's byte counters going back on two
     ports or more between the same two reads is the device counting again from zero (one port going back is a
-    glitch or a cleared port); links whose far end is unknown (LLDP on the hosts only) that went down between
-    `merge_gap_s` before its last read before the restart and its first read after are its links, where two or
-    more did (more than one cable: counters cleared by an operator down none). Without this, a restarting spine
-    whose far ends no LLDP names is silent while it restarts, and its neighbours' downs name no device."""
-    resets = ctx.frames.byte_counter_resets()
-    if resets.is_empty() or not outages:
+    glitch or a cleared port); a switch whose counters went unread on two ports or more meanwhile (the only switch
+    silent then: every switch silent at once is the collector's gap) went away without proving it restarted (an
+    idle port counts nothing to go back from). Links whose far end is unknown (LLDP on the hosts only) that went
+    down from `merge_gap_s` before its last read before to its first read after are its links, where two or more
+    did (more than one cable; counters an operator cleared down none). Without this a restarting spine whose far
+    ends no LLDP names is silent while it restarts, and its neighbours' downs name no device."""
+    breaks = ctx.frames.byte_counter_breaks()
+    if breaks.is_empty() or not outages:
         return [], outages
+    spans: list[tuple[str, dt.datetime, dt.datetime, set[str], set[str]]] = []  # device, lo, hi, back, silent
+    for (device,), rows in breaks.sort("before").group_by(["device"], maintain_order=True):
+        mine: list[tuple[str, dt.datetime, dt.datetime, set[str], set[str]]] = []
+        for port, before, after, back in rows.select("port", "before", "after", "went_back").iter_rows():
+            went = {port} if back else set()
+            if mine and before <= mine[-1][2]:  # overlapping read gaps: one event
+                _, lo, hi, backs, silent = mine[-1]
+                mine[-1] = (str(device), lo, max(hi, after), backs | went, silent | ({port} - went))
+            else:
+                mine.append((str(device), before, after, went, {port} - went))
+        spans += mine
     left, found = list(outages), []
     slack = dt.timedelta(seconds=p.merge_gap_s)
-    for (device,), rows in resets.sort("before").group_by(["device"], maintain_order=True):
-        spans: list[tuple[dt.datetime, dt.datetime, set[str]]] = []
-        for port, before, after in rows.select("port", "before", "after").iter_rows():
-            if spans and before <= spans[-1][1]:  # overlapping read gaps: one restart
-                lo, hi, ports = spans[-1]
-                spans[-1] = (lo, max(hi, after), ports | {port})
-            else:
-                spans.append((before, after, {port}))
-        for lo, hi, ports in spans:
-            if len(ports) < 2:
-                continue
-            theirs = [
-                o for o in left
-                if len(o.link) == 1 and not o.link[0].startswith(f"{device}:") and lo - slack <= o.start <= hi
-            ]  # fmt: skip
-            if len(theirs) >= 2:
-                found.append((str(device), theirs, sorted(f"{device}:{port}" for port in ports)))
-                left = [o for o in left if all(o is not t for t in theirs)]
+    for device, lo, hi, back, silent in spans:
+        alone = not any(d != device and len(q) >= 2 and a < hi and lo < b for d, a, b, _, q in spans)
+        if len(back) < 2 and not (len(back | silent) >= 2 and alone):
+            continue
+        theirs = [
+            o for o in left
+            if len(o.link) == 1 and not o.link[0].startswith(f"{device}:") and lo - slack <= o.start <= hi
+        ]  # fmt: skip
+        if len(theirs) >= 2:
+            found.append(Restart(device, theirs, sorted(f"{device}:{port}" for port in back | silent), len(back) >= 2))
+            left = [o for o in left if all(o is not t for t in theirs)]
     return found, left
 
 
 def _device_finding(
-    ctx: Context, p: LinkHealthParams, device: str, group: list[Incident], restarted: Sequence[str] = ()
+    ctx: Context, p: LinkHealthParams, device: str, group: list[Incident], gone: Restart | None = None
 ) -> Finding:
     """One finding for a device whose links went down together (a reboot, a line card, a power feed); with
-    `restarted`, the device's ports whose counters restarted (its links' far ends unknown)."""
+    `gone`, a switch that went away while links whose far ends are unknown went down."""
     start, end = ctx.clip(min(i.start for i in group), max(i.end for i in group))
-    ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device} | set(restarted))
+    own = set(gone.ports) if gone is not None else set()
+    ports = sorted({r for inc in group for r in _ends(inc) if r.partition(":")[0] == device} | own)
+    why = ""
+    if gone is not None:
+        why = (
+            f"; its counters restarted from zero on {len(own)} ports (a restart)"
+            if gone.restarted
+            else f"; its telemetry went silent on {len(own)} ports meanwhile (gone away)"
+        )
     downs = max(i.flaps for i in group)
     jobs = sorted({j for inc in group for j in _jobs(ctx, _ends(inc), start, end, False)})
     return Finding(
@@ -524,14 +545,13 @@ def _device_finding(
         summary=(
             f"device event: {len(group)} links of {device} went down together "
             f"({'once' if downs == 1 else f'up to {downs} times'}) in "
-            f"{(end - start).total_seconds():.0f} s: a reboot, line card or power event, not {len(group)} cables"
-            + (f"; its counters restarted from zero on {len(restarted)} ports (a restart)" if restarted else "")
+            f"{(end - start).total_seconds():.0f} s: a reboot, line card or power event, not {len(group)} cables" + why
         ),
         evidence={
             "device_event": True,
             "links": len(group),
             "flaps": downs,
-            "restarted_ports": len(restarted),
+            "went_away": None if gone is None else ("restarted" if gone.restarted else "silent"),
             "peers": sorted(r for inc in group for r in _ends(inc) if r.partition(":")[0] != device),
         },
         job_ids=tuple(jobs),
@@ -544,12 +564,12 @@ def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coin
     flaps = [inc for inc in outages if inc.flaps >= p.min_flaps]
     # errors on a cable of a device event are that event's (a failing uplink to a spine that restarts meanwhile),
     # never an optics finding of their own
-    grouped = [inc for _, group in devices for inc in group] + [inc for _, group, _ in restarts for inc in group]
+    grouped = [inc for _, group in devices for inc in group] + [inc for r in restarts for inc in r.outages]
     _, optics = _merge_errors(ctx, p, _error_episodes(ctx, p), [*flaps, *grouped], coincident)
     dom = _dom(ctx, [*flaps, *optics])
     idle = _idle_links(ctx, p, [*flaps, *optics])
     out = [_device_finding(ctx, p, device, group) for device, group in devices]
-    out += [_device_finding(ctx, p, device, group, own) for device, group, own in restarts]
+    out += [_device_finding(ctx, p, r.device, r.outages, r) for r in restarts]
     for inc in flaps:
         start, end = ctx.clip(inc.start, inc.end)
         ends = _ends(inc)
