@@ -107,23 +107,26 @@ class Fabric:
     aliases: dict[tuple[str, str], str] = field(default_factory=dict)
     #: switches whose LLDP port aliases name breakouts (`etp1a`): no alias of theirs is the N-th port
     broken_out: set[str] = field(default_factory=set)
+    #: (host, RDMA device) -> netdev, as the NIC collector's inventory reports it (placements name them too)
+    rdma_inventory: dict[tuple[str, str], str] = field(default_factory=dict)
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
         from rocescope.analysis.links import infer_links
 
-        links, endpoints, roles, ports, aliases = (
-            frames.links(), frames.endpoints(), frames.roles(), frames.ports(), frames.port_aliases()
+        links, endpoints, roles, ports, aliases, rdma = (
+            frames.links(), frames.endpoints(), frames.roles(), frames.ports(), frames.port_aliases(),
+            frames.rdma_netdevs(),
         )  # fmt: skip
-        fab = cls.build(links, endpoints, roles, ports, aliases)
+        fab = cls.build(links, endpoints, roles, ports, aliases, rdma_netdevs=rdma)
         links, found = fab._found_names(frames, links, set(roles["device"].to_list()))
         if found:
-            fab = cls.build(links, endpoints, roles, ports, aliases)
+            fab = cls.build(links, endpoints, roles, ports, aliases, rdma_netdevs=rdma)
         known = set(fab.peers) | set(fab._leaves_of_nic)
         inferred = infer_links(frames, known, fab.switches, fab.leaves)
         if inferred.is_empty():
             return fab
-        return cls.build(links, endpoints, roles, ports, aliases, inferred)
+        return cls.build(links, endpoints, roles, ports, aliases, inferred, rdma_netdevs=rdma)
 
     def _found_names(
         self, frames: Frames, links: pl.DataFrame, counted: set[str]
@@ -166,9 +169,16 @@ class Fabric:
         ports: pl.DataFrame | None = None,
         aliases: pl.DataFrame | None = None,
         inferred: pl.DataFrame | None = None,
+        rdma_netdevs: pl.DataFrame | None = None,
     ) -> Fabric:
-        """`inferred`: cables recognised from traffic (`links.py`), in the links' shape."""
+        """`inferred`: cables recognised from traffic (`links.py`), in the links' shape; `rdma_netdevs`: the NIC
+        inventory's RDMA port -> netdev (`Frames.rdma_netdevs`)."""
         fab = cls()
+        if rdma_netdevs is not None:
+            fab.rdma_inventory = {
+                (d, netdev_of(rdma_port)): netdev
+                for d, rdma_port, netdev in rdma_netdevs.select("device", "alias", "port").iter_rows()
+            }
         if aliases is not None:
             fab.aliases = {(d, a.lower()): p for d, a, p in aliases.select("device", "alias", "port").iter_rows()}
         for d, role in roles.iter_rows():
@@ -274,7 +284,8 @@ class Fabric:
             if d in self.leaves and pd_ in self.hosts:
                 self._leaves_of_nic[(pd_, pp)].add(d)
         self._bonds()
-        self._netdev_of_rdma = {(p.host, p.rdma_dev): p.netdev for p in self.placements if p.rdma_dev}
+        placed = {(p.host, p.rdma_dev): p.netdev for p in self.placements if p.rdma_dev}
+        self._netdev_of_rdma = {**self.rdma_inventory, **placed}
         #: leaves no LLDP links to a switch: their uplinks are the ports that face no host (traffic may have
         #: recognised some of their cables, not all: an idle or a damaged cable conserves nothing to match)
         self._blind_leaves = self.leaves - switch_lldp
@@ -282,7 +293,8 @@ class Fabric:
     # --- topology
 
     def iface(self, device: str, port: str) -> str:
-        """The interface a counter port stands for: a host's RDMA port as its netdev where a placement names it."""
+        """The interface a counter port stands for: a host's RDMA port as its netdev where a placement or the NIC
+        inventory names it."""
         if device in self.hosts:
             dev = netdev_of(port)
             return self._netdev_of_rdma.get((device, dev), dev)

@@ -589,7 +589,7 @@ ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders 
         sql = """
 SELECT toString(device) AS device, toString(port) AS port,
     toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source != 'alias'
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source NOT IN ('alias', 'rdma')
 GROUP BY device, port ORDER BY device, port"""
         links = _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
         return self.named(links, ("device", "peer_device")).sort("device", "port")
@@ -605,6 +605,19 @@ GROUP BY switch, alias ORDER BY switch, alias"""
             {"switch": "device", "named": "port"}, strict=False
         )
         return _plain(frame, ALIASES_SCHEMA, "port_aliases")
+
+    def rdma_netdevs(self) -> pl.DataFrame:
+        """Each host RDMA port's netdev (ALIASES_SCHEMA: device, alias = the RDMA port `mlx5_2/1`, port = its netdev)
+        as `links` rows of source `rdma` carry them: the NIC collector's inventory (`/sys/class/infiniband/<dev>/
+        ports/<p>/gid_attrs/ndevs`), for hosts no placement names."""
+        sql = """
+SELECT toString(device) AS host, toString(port) AS alias, toString(argMax(peer_port, seen_at)) AS named
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = 'rdma'
+GROUP BY host, alias ORDER BY host, alias"""
+        frame = self._query(("rdma_netdevs",), sql, self._params(())).rename(
+            {"host": "device", "named": "port"}, strict=False
+        )
+        return _plain(frame, ALIASES_SCHEMA, "rdma_netdevs")
 
     def endpoints(self) -> pl.DataFrame:
         """Job placements valid at some point of the window (ENDPOINTS_SCHEMA); one that names no NIC, or a

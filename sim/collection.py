@@ -127,7 +127,7 @@ class NicFleet:
             raise SimError("the NIC collector process died") from None
         if isinstance(got, str):
             raise SimError(f"the NIC collector process failed: {got}")
-        return [Batch("counters", rb, key) for key, rb in got]
+        return [Batch(stream, rb, key) for stream, key, rb in got]
 
     def close(self) -> None:
         with contextlib.suppress(OSError):
@@ -140,7 +140,7 @@ class NicFleet:
 
 def _nic_worker(conn: Any, roots: dict[str, str]) -> None:
     """Child process: a NicCollector per host view; per request (host -> stamp), one poll of each host named,
-    its rows stamped with its stamp."""
+    its rows stamped with its stamp, and its RDMA port -> netdev inventory where it changed."""
     collectors = {h: NicCollector(HostViewHost(Path(r)), h) for h, r in roots.items()}
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     while True:
@@ -151,9 +151,10 @@ def _nic_worker(conn: Any, roots: dict[str, str]) -> None:
         if stamps is None:
             return
         try:
-            out = [
-                (h, collectors[h].poll(epoch + dt.timedelta(microseconds=ns // 1000)).data) for h, ns in stamps.items()
-            ]
+            out = []
+            for h, ns in stamps.items():
+                batch = collectors[h].poll(epoch + dt.timedelta(microseconds=ns // 1000))
+                out += [(b.stream, b.key, b.data) for b in (batch, collectors[h].inventory_batch()) if b is not None]
         except Exception as exc:  # reported to the driver, which fails the run
             conn.send(f"{type(exc).__name__}: {exc}")
             return

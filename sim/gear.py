@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import datetime as dt
 import zlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import numpy as np
@@ -36,6 +36,7 @@ from rocescope.sim.counters import EPOCH, SERIES, SnapshotPlan
 from rocescope.sim.incidents import World
 from rocescope.sim.portnames import PortNames
 from rocescope.sim.profile import DERIVED, NIC_GROUP, Profile, raw_name
+from rocescope.sim.topology import Topology
 
 #: Peak-since-last-read gauges: a slower read sees the max of the peaks in between.
 WATERMARKS = frozenset(s.metric for s in SERIES if s.source in ("qwm", "pgwm", "bufwm"))
@@ -351,6 +352,11 @@ class Gear:
         )
         return pa.Table.from_batches([conform("links", table)])
 
+    def rdma_netdevs(self, seen_at: dt.datetime) -> pa.Table:
+        """`links` rows of source `rdma` (the host to itself): each RDMA port's netdev, as the NIC collector's
+        inventory reports them, in the driver's names."""
+        return rdma_netdevs_arrow(self.world.topology, seen_at, self.names.rdma_port, self.names.local)
+
     def endpoints(self, table: pa.Table) -> pa.Table:
         """`endpoints` with the driver's RDMA device names."""
         if self.names.identity:
@@ -404,6 +410,28 @@ def _rail(nic_port: str) -> int:
 
 _ROLES = pa.array(["switch", "nic"], pa.string())
 _SOURCES = pa.array(["sim"], pa.string())
+
+
+def rdma_netdevs_arrow(
+    topo: Topology,
+    seen_at: dt.datetime,
+    rdma_port: Callable[[str], str] = str,
+    netdev: Callable[[str, str], str] = lambda _host, name: name,
+) -> pa.Table:
+    """Every host NIC's RDMA port -> netdev as `links` rows of source `rdma` (what `NicCollector.inventory_batch`
+    publishes), named by `rdma_port` and `netdev` (the profile's driver names)."""
+    nics = [nic for host in topo.hosts for nic in topo.nics_of(host.name)]
+    table = pa.table(
+        {
+            "device": [n.host for n in nics],
+            "port": [rdma_port(f"{n.rdma_dev}/1") for n in nics],
+            "peer_device": [n.host for n in nics],
+            "peer_port": [netdev(n.host, n.netdev) for n in nics],
+            "source": ["rdma"] * len(nics),
+            "seen_at": pa.array([seen_at] * len(nics), pa.timestamp("ns", tz="UTC")),
+        }
+    )
+    return pa.Table.from_batches([conform("links", table)])
 
 
 def _map_column(table: pa.Table, stream: str, column: str, rename: Any) -> pa.Table:

@@ -44,7 +44,7 @@ from rocescope.pipeline.runner import publishing
 from rocescope.pipeline.transport import Producer
 from rocescope.sim.collectives import CollectiveTimer, qp_owners_arrow
 from rocescope.sim.engine import Engine
-from rocescope.sim.gear import Gear
+from rocescope.sim.gear import Gear, rdma_netdevs_arrow
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.jobs import FAR_FUTURE, endpoints_arrow
 from rocescope.sim.mirror import PacketMirror, Sampled
@@ -158,15 +158,16 @@ def static_tables(world: World, gear: Gear | None = None) -> dict[str, pa.Table]
         lo, hi = world.windows.get(job.job_id, (0.0, world.duration_s))
         valid_to = FAR_FUTURE if hi >= world.duration_s else start + dt.timedelta(seconds=hi)
         parts.append(endpoints_arrow([job], world.topology, start + dt.timedelta(seconds=lo), valid_to))
+    topo = world.topology
     if gear is None:
         return {
-            "links": world.topology.links_arrow(start, SOURCE),
+            "links": pa.concat_tables([topo.links_arrow(start, SOURCE), rdma_netdevs_arrow(topo, start)]),
             "endpoints": pa.concat_tables(parts),
             "qp_owners": qp_owners_arrow(world),
             "incidents": world.incidents_arrow(),
         }
     return {
-        "links": gear.links(start, SOURCE),
+        "links": pa.concat_tables([gear.links(start, SOURCE), gear.rdma_netdevs(start)]),
         "endpoints": gear.endpoints(pa.concat_tables(parts)),
         "qp_owners": gear.qp_owners(qp_owners_arrow(world)),
         "incidents": gear.incidents(world.incidents_arrow()),

@@ -364,7 +364,7 @@ def _drive(
                 if nics is not None and producer is not None:  # the previous tick's host reads, before rewriting
                     batches = nics.collect()
                     _publish(producer, batches)
-                    stats.nic_polls += len(batches)
+                    stats.nic_polls += sum(b.stream == "counters" for b in batches)
                     t, secs["nic"] = clock(), secs.get("nic", 0.0) + clock() - t
                 table = eng.snapshot(ts)
                 t, secs["snapshot"] = clock(), secs.get("snapshot", 0.0) + clock() - t
@@ -408,7 +408,7 @@ def _drive(
         if nics is not None and producer is not None:
             batches = nics.collect()
             _publish(producer, batches)
-            stats.nic_polls += len(batches)
+            stats.nic_polls += sum(b.stream == "counters" for b in batches)
         if gnmi is not None:
             _drain(server, gnmi, 120.0)
     finally:

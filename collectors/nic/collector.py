@@ -38,6 +38,8 @@ from prometheus_client import CollectorRegistry, Counter
 from rocescope.collectors.common.health import CollectorMetrics, Health, Targets
 from rocescope.collectors.common.polling import run_ticks
 from rocescope.collectors.common.rows import CounterRows
+from rocescope.collectors.lldp.collector import links_batch
+from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.nic.ethtool import parse_ethtool_stats, vendor_of_driver
 from rocescope.collectors.nic.host import NicHost
 from rocescope.collectors.nic.normalize import (
@@ -58,6 +60,8 @@ __all__ = ["NicCollector", "NicInventory", "NicMetrics"]
 log = logging.getLogger(__name__)
 
 _ROLE = "nic"
+#: `links` rows naming a host RDMA port's netdev (the host to itself), as `alias` rows name a switch port's alias
+RDMA_SOURCE = "rdma"
 _EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
 
 
@@ -114,6 +118,7 @@ class NicCollector:
         self.targets = Targets(self.metrics, log, f"nic {hostname}", keep_unknown)
         self.inventory = NicInventory()
         self._discovered_at: float | None = None
+        self._inventoried_at: float | None = None
 
     def health(self) -> dict[str, Health]:
         """Per target (netdev, RDMA port, `discovery`): what the collector knows of its reads."""
@@ -240,4 +245,19 @@ class NicCollector:
         Ticks are fixed (no drift); a poll that runs past the next tick skips it (counted as overrun).
         A producer that refuses a Batch is logged and counted, and polling goes on.
         """
-        return run_ticks(lambda: [self.poll()], self.producer, interval_s, stop_event, self.metrics, log, self.hostname)
+        return run_ticks(
+            lambda: [self.poll(), *filter(None, [self.inventory_batch()])],
+            self.producer, interval_s, stop_event, self.metrics, log, self.hostname,
+        )  # fmt: skip
+
+    def inventory_batch(self) -> Batch | None:
+        """The RDMA port -> netdev map as `links` rows of source `rdma` (the host to itself), once per discovery
+        (every `rediscover_s`: a publish that failed is made good at the next, and its `seen_at` stays fresh):
+        analysis names a host's RDMA port after its netdev by it where no job placement does (a host only
+        background or storage traffic uses), so a link's downs counted at both are one link."""
+        if self._discovered_at is None or self._discovered_at == self._inventoried_at:
+            return None
+        self._inventoried_at = self._discovered_at
+        pairs = sorted((port, netdev) for port, netdev in self.inventory.port_map.items() if netdev)
+        rows = [Neighbor(self.hostname, p, self.hostname, nd) for p, nd in pairs]
+        return links_batch(rows, key=self.hostname, source=RDMA_SOURCE)

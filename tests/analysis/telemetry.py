@@ -64,7 +64,7 @@ class Telemetry:
     start: dt.datetime
     seconds: float
     counters: list[tuple[dt.datetime, str, str, str, int, str, float]] = field(default_factory=list)
-    links: list[tuple[str, str, str, str]] = field(default_factory=list)
+    links: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     endpoints: list[tuple[str, str, str, str, str, int]] = field(default_factory=list)
     qps: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -111,8 +111,12 @@ class Telemetry:
             )
             last = read
 
-    def link(self, device: str, port: str, peer_device: str, peer_port: str) -> None:
-        self.links.append((device, port, peer_device, peer_port))
+    def link(self, device: str, port: str, peer_device: str, peer_port: str, source: str = "lldp") -> None:
+        self.links.append((device, port, peer_device, peer_port, source))
+
+    def rdma_netdev(self, host: str, rdma_port: str, netdev: str) -> None:
+        """The NIC collector's inventory: a host RDMA port's netdev (a `links` row of source `rdma`)."""
+        self.link(host, rdma_port, host, netdev, source="rdma")
 
     def endpoint(self, job: str, host: str, netdev: str, rdma_dev: str, ip: str, rank: int) -> None:
         self.endpoints.append((job, host, netdev, rdma_dev, ip, rank))
@@ -146,7 +150,7 @@ class Telemetry:
                     "port": [r[1] for r in self.links],
                     "peer_device": [r[2] for r in self.links],
                     "peer_port": [r[3] for r in self.links],
-                    "source": ["lldp"] * len(self.links),
+                    "source": [r[4] for r in self.links],
                 }
             )
             store.insert("links", pa.Table.from_batches([conform("links", links)]))

@@ -160,12 +160,18 @@ def test_pause_time_the_watchdog_estimated_is_read_as_an_estimate(
     assert storm.severity == "warning" and "severity_capped" in storm.evidence
 
 
-def test_a_hosts_flaps_seen_at_its_netdev_and_its_rdma_port_are_one_finding(store: Store, now: dt.datetime) -> None:
+@pytest.mark.parametrize("named_by", ["placement", "nic_inventory"])
+def test_a_hosts_flaps_seen_at_its_netdev_and_its_rdma_port_are_one_finding(
+    store: Store, now: dt.datetime, named_by: str
+) -> None:
     """mlx5 counts a link's downs at the netdev (`link_down_events_phy`) and the RDMA port counts them again
-    (`link_downed` of mlx5_0/1): one cable, one flapping link, named by its netdev where the placement maps the
-    RDMA device to it."""
+    (`link_downed` of mlx5_0/1): one cable, one flapping link, named by its netdev where a job's placement maps
+    the RDMA device to it, or, on a host no job is placed on, the NIC collector's inventory."""
     t = Telemetry(now, 240)
     fabric(t)
+    if named_by == "nic_inventory":
+        t.endpoints = [e for e in t.endpoints if e[1] != "gpu-04"]
+        t.rdma_netdev("gpu-04", "mlx5_0/1", "eth0")
     downs = steps(*[(60.0 + 15 * k, 60.2 + 15 * k, 5.0) for k in range(4)])
     t.counter("gpu-04", "nic", "eth0", "link_down_events", downs, nic_clock(4))
     t.counter("gpu-04", "nic", "mlx5_0/1", "link_down_events", downs, nic_clock(4))

@@ -24,6 +24,9 @@ START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 #: two 60 s watermark reads per device
 SECONDS = 130.0
 
+#: the links LLDP reports, not the NIC inventory's RDMA port -> netdev rows
+LLDP = "source != 'rdma'"
+
 
 @dataclass
 class Run:
@@ -177,7 +180,9 @@ def test_a_watermark_read_holds_the_max_of_the_peaks_since_the_last_read() -> No
 
 def test_hosts_only_lldp_and_slash_names_on_arista() -> None:
     r = run("arista-eos")
-    links = static_tables(r.world, r.gear)["links"].to_pandas()
+    links = (
+        static_tables(r.world, r.gear)["links"].to_pandas().query("source != 'rdma'")
+    )  # LLDP's, not the NIC inventory
     roles = r.roles()
     assert {roles[d] for d in links.device} == {"host"}
     assert links.peer_port.str.fullmatch(r"Ethernet\d+/1").all()
@@ -189,18 +194,24 @@ def test_hosts_only_lldp_and_slash_names_on_arista() -> None:
 
 def test_sonic_advertises_its_alias_and_broadcom_sees_lldp_from_the_switches_only() -> None:
     spectrum = run("sonic-spectrum")
-    links = static_tables(spectrum.world, spectrum.gear)["links"].to_pandas()
+    links = (
+        static_tables(spectrum.world, spectrum.gear)["links"].to_pandas().query("source != 'rdma'")
+    )  # LLDP's, not the NIC inventory
     roles = spectrum.roles()
     to_switch = links[[roles[p] != "host" for p in links.peer_device]]
     assert to_switch.peer_port.str.fullmatch(r"etp\d+").all() and set(links.port) & {"eth0", "Ethernet0"}
     broadcom = run("sonic-broadcom")
-    links = static_tables(broadcom.world, broadcom.gear)["links"].to_pandas()
+    links = (
+        static_tables(broadcom.world, broadcom.gear)["links"].to_pandas().query("source != 'rdma'")
+    )  # LLDP's, not the NIC inventory
     assert {roles[d] for d in links.device} == {"leaf", "spine"}
 
 
 def test_cumulus_breaks_host_ports_out_and_names_every_port_once() -> None:
     r = run("cumulus")
-    links = static_tables(r.world, r.gear)["links"].to_pandas()
+    links = (
+        static_tables(r.world, r.gear)["links"].to_pandas().query("source != 'rdma'")
+    )  # LLDP's, not the NIC inventory
     leaf = links[links.device == "leaf-r0-01"]
     assert {"swp1s0", "swp1s1", "swp8s1"} <= set(leaf.port)
     assert leaf.port.str.fullmatch(r"swp\d+(s[01])?").all() and leaf.port.is_unique

@@ -37,7 +37,9 @@ Q = (
     "SELECT ts, toString(device) AS device, toString(role) AS role, toString(port) AS port, toString(metric) AS metric,"
     " priority, value, toString(source) AS source, toString(raw_name) AS raw FROM counters"
 )
-LINKS = "SELECT toString(device), toString(port), toString(peer_device), toString(peer_port) FROM links"
+LINKS = (
+    "SELECT toString(device), toString(port), toString(peer_device), toString(peer_port), toString(source) FROM links"
+)
 
 
 def settings(tmp: Path) -> Settings:
@@ -126,8 +128,12 @@ def test_each_vendor_serves_its_own_paths_at_each_groups_cadence(runs: tuple[str
 
 
 def test_lldp_comes_from_the_profiles_side_with_its_port_ids(runs: tuple[str, Run, Run, ServeStats]) -> None:
-    profile, (_, _, links), (_, _, fast_links), stats = runs
-    assert links == fast_links
+    profile, (_, _, landed_links), (_, _, fast_links), stats = runs
+    assert {r[:4] for r in landed_links} == {r[:4] for r in fast_links}
+    # the NIC collectors' inventory beside LLDP: every host NIC's RDMA port named after its netdev
+    rdma = {r[:4] for r in landed_links if r[4] == "rdma"}
+    assert rdma and all(d == pd and "/" in p for d, p, pd, _ in rdma)
+    links = {r[:4] for r in landed_links if r[4] != "rdma"}
     by = {d for d, *_ in links}
     if profile == "sonic-broadcom":  # the switches, over openconfig-lldp; SONiC advertises its alias
         assert stats.links_from == "switches" and not any(d.startswith("gpu") for d in by)

@@ -289,6 +289,22 @@ def test_run_publishes_each_poll_through_the_transport() -> None:
     assert collector.metrics.value("rocescope_nic_polls_total", target="eth3") >= 3
 
 
+def test_the_rdma_port_to_netdev_map_is_published_once_per_discovery() -> None:
+    """`links` rows of source `rdma` (the host to itself): what names a host's RDMA port after its netdev where no
+    job placement does; again after each rediscovery, none between."""
+    collector = NicCollector(FixtureHost.from_nics(nics()), "gpu-a01", rediscover_s=3600)
+    assert collector.inventory_batch() is None  # nothing discovered yet
+    collector.poll(TS)
+    batch = collector.inventory_batch()
+    assert batch is not None and batch.stream == "links" and batch.key == "gpu-a01"
+    rows = batch.data.to_pylist()
+    assert [(r["device"], r["port"], r["peer_device"], r["peer_port"], r["source"]) for r in rows] == [
+        ("gpu-a01", "mlx5_3/1", "gpu-a01", "eth3", "rdma")
+    ]
+    collector.poll(TS)
+    assert collector.inventory_batch() is None
+
+
 def test_run_goes_on_when_publishing_fails(caplog: pytest.LogCaptureFixture) -> None:
     producer = RefusingProducer()
     collector = NicCollector(FixtureHost.from_nics(nics()), "gpu-a01", producer)
@@ -297,8 +313,8 @@ def test_run_goes_on_when_publishing_fails(caplog: pytest.LogCaptureFixture) -> 
     timer.start()
     with caplog.at_level(logging.WARNING, logger="rocescope.collectors.nic.collector"):
         polls = collector.run(0.05, stop)
-    assert polls >= 2 and producer.calls == polls
-    assert collector.metrics.value("rocescope_nic_publish_errors_total") == polls
+    assert polls >= 2 and producer.calls == polls + 1  # each poll, and the RDMA port -> netdev map once
+    assert collector.metrics.value("rocescope_nic_publish_errors_total") == polls + 1
     assert "broker down" in caplog.records[0].getMessage()
 
 
