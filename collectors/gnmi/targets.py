@@ -31,10 +31,14 @@ __all__ = [
 # Every second: PFC (Cumulus Linux: `switch-priority`), ECN, queues, priority groups, watermarks, and the
 # interface counters (OpenConfig `state/counters`, SR Linux `statistics`, SONiC's octet and packet leaves): the
 # detectors judge saturation and stalls per second (an incast is a receiver at line rate for 1 s; a storm or a
-# deadlock a port paused with nothing dequeued), which a 10 s read averages away. Static facts (speed, oper status)
-# every 10 s.
+# deadlock a port paused with nothing dequeued), which a 10 s read averages away. The link's oper status too (SONiC
+# keeps it in APPL_DB's PORT_TABLE): a flap is down for 0.5-3 s (carrier loss, then auto-negotiation and link
+# training), which a read every 10 s misses four times in five (ON_CHANGE would catch every one). Static facts
+# (speed) every 10 s.
 _FAST = re.compile(
-    r"pfc|ecn|queue|watermark|priority-?group|switch-priority|counters$|statistics$|SAI_PORT_STAT_IF_", re.IGNORECASE
+    r"pfc|ecn|queue|watermark|priority-?group|switch-priority|counters$|statistics$|SAI_PORT_STAT_IF_"
+    r"|oper-status$|oper-state$|^PORT_TABLE$",
+    re.IGNORECASE,
 )
 FAST_INTERVAL_S = 1.0
 SLOW_INTERVAL_S = 10.0
@@ -43,8 +47,8 @@ ENCODINGS = {"json": 0, "bytes": 1, "proto": 2, "ascii": 3, "json_ietf": 4}
 
 
 def default_interval(path: str) -> float:
-    """1 s for counter paths the detectors judge per second (PFC, ECN, queues, watermarks, interface counters), 10 s
-    otherwise (speeds, status)."""
+    """1 s for counter paths the detectors judge per second (PFC, ECN, queues, watermarks, interface counters) and
+    for oper status (flaps), 10 s otherwise (speeds)."""
     return FAST_INTERVAL_S if _FAST.search(path) else SLOW_INTERVAL_S
 
 

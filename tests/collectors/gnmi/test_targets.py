@@ -32,13 +32,16 @@ def test_targets_yaml(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     assert intervals["COUNTERS/Ethernet*/Queues"] == 1.0
     assert intervals["COUNTERS/Ethernet*/SAI_PORT_STAT_PFC_3_RX_PKTS"] == 1.0
     assert intervals["COUNTERS/Ethernet*/SAI_PORT_STAT_IF_OUT_OCTETS"] == 1.0  # saturation is judged per second
-    assert intervals["PORT_TABLE"] == 10.0
+    assert intervals["PORT_TABLE"] == 1.0  # oper status: a flap is down for seconds
     assert [(p.path, p.interval) for p in spine.subscriptions] == [
         ("/interface/statistics", 1.0),
         ("/qos/interfaces/interface/pfc", 0.5),
     ]
     assert oc.subscriptions == DEFAULT_PATHS["openconfig"]
-    assert {p.path: p.interval for p in oc.subscriptions}["/qos/interfaces/interface/output/queues/queue/state"] == 1
+    oc_intervals = {p.path: p.interval for p in oc.subscriptions}
+    assert oc_intervals["/qos/interfaces/interface/output/queues/queue/state"] == 1
+    assert oc_intervals["/interfaces/interface/state/oper-status"] == 1
+    assert oc_intervals["/interfaces/interface/ethernet/state/port-speed"] == 10
     assert "pw" not in repr(leaf)
     for bad in (
         "targets: [{name: a, address: 'x:1', colour: red}]",
