@@ -597,27 +597,22 @@ GROUP BY device, port ORDER BY device, port"""
     def port_aliases(self) -> pl.DataFrame:
         """Switch port aliases (ALIASES_SCHEMA: device, alias, port) as `links` rows of source `alias` carry them:
         a SONiC switch advertises the alias (`etp1`) over LLDP, its counters name the port (`Ethernet0`)."""
-        sql = """
-SELECT toString(device) AS switch, toString(port) AS alias, toString(argMax(peer_port, seen_at)) AS named
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = 'alias'
-GROUP BY switch, alias ORDER BY switch, alias"""
-        frame = self._query(("aliases",), sql, self._params(())).rename(
-            {"switch": "device", "named": "port"}, strict=False
-        )
-        return _plain(frame, ALIASES_SCHEMA, "port_aliases")
+        return self._renames("alias")
 
     def rdma_netdevs(self) -> pl.DataFrame:
         """Each host RDMA port's netdev (ALIASES_SCHEMA: device, alias = the RDMA port `mlx5_2/1`, port = its netdev)
         as `links` rows of source `rdma` carry them: the NIC collector's inventory (`/sys/class/infiniband/<dev>/
         ports/<p>/gid_attrs/ndevs`), for hosts no placement names."""
+        return self._renames("rdma")
+
+    def _renames(self, source: str) -> pl.DataFrame:
+        """`links` rows of `source` that name one device's interface two ways (the peer is the device itself)."""
         sql = """
-SELECT toString(device) AS host, toString(port) AS alias, toString(argMax(peer_port, seen_at)) AS named
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = 'rdma'
-GROUP BY host, alias ORDER BY host, alias"""
-        frame = self._query(("rdma_netdevs",), sql, self._params(())).rename(
-            {"host": "device", "named": "port"}, strict=False
-        )
-        return _plain(frame, ALIASES_SCHEMA, "rdma_netdevs")
+SELECT toString(device) AS owner, toString(port) AS alias, toString(argMax(peer_port, seen_at)) AS named
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = {source:String}
+GROUP BY owner, alias ORDER BY owner, alias"""
+        frame = self._query(("renames", source), sql, {**self._params(()), "source": source})
+        return _plain(frame.rename({"owner": "device", "named": "port"}, strict=False), ALIASES_SCHEMA, source)
 
     def endpoints(self) -> pl.DataFrame:
         """Job placements valid at some point of the window (ENDPOINTS_SCHEMA); one that names no NIC, or a
