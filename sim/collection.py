@@ -153,8 +153,9 @@ def _nic_worker(conn: Any, roots: dict[str, str]) -> None:
         try:
             out = []
             for h, ns in stamps.items():
-                batch = collectors[h].poll(epoch + dt.timedelta(microseconds=ns // 1000))
-                out += [(b.stream, b.key, b.data) for b in (batch, collectors[h].inventory_batch()) if b is not None]
+                at = epoch + dt.timedelta(microseconds=ns // 1000)  # the host's clock, as its rows are stamped
+                batch, inventory = collectors[h].poll(at), collectors[h].inventory_batch(at)
+                out += [(b.stream, b.key, b.data) for b in (batch, inventory) if b is not None]
         except Exception as exc:  # reported to the driver, which fails the run
             conn.send(f"{type(exc).__name__}: {exc}")
             return

@@ -250,14 +250,15 @@ class NicCollector:
             self.producer, interval_s, stop_event, self.metrics, log, self.hostname,
         )  # fmt: skip
 
-    def inventory_batch(self) -> Batch | None:
+    def inventory_batch(self, seen_at: dt.datetime | None = None) -> Batch | None:
         """The RDMA port -> netdev map as `links` rows of source `rdma` (the host to itself), once per discovery
         (every `rediscover_s`: a publish that failed is made good at the next, and its `seen_at` stays fresh):
         analysis names a host's RDMA port after its netdev by it where no job placement does (a host only
-        background or storage traffic uses), so a link's downs counted at both are one link."""
+        background or storage traffic uses), so a link's downs counted at both are one link. Seen at `seen_at`
+        (a poll's stamp), else now."""
         if self._discovered_at is None or self._discovered_at == self._inventoried_at:
             return None
         self._inventoried_at = self._discovered_at
         pairs = sorted((port, netdev) for port, netdev in self.inventory.port_map.items() if netdev)
         rows = [Neighbor(self.hostname, p, self.hostname, nd) for p, nd in pairs]
-        return links_batch(rows, key=self.hostname, source=RDMA_SOURCE)
+        return links_batch(rows, seen_at, key=self.hostname, source=RDMA_SOURCE)

@@ -38,7 +38,8 @@ Q = (
     " priority, value, toString(source) AS source, toString(raw_name) AS raw FROM counters"
 )
 LINKS = (
-    "SELECT toString(device), toString(port), toString(peer_device), toString(peer_port), toString(source) FROM links"
+    "SELECT toString(device), toString(port), toString(peer_device), toString(peer_port), toString(source), "
+    "seen_at <= (SELECT max(ts) FROM counters) FROM links"
 )
 
 
@@ -133,6 +134,7 @@ def test_lldp_comes_from_the_profiles_side_with_its_port_ids(runs: tuple[str, Ru
     # the NIC collectors' inventory beside LLDP: every host NIC's RDMA port named after its netdev
     rdma = {r[:4] for r in landed_links if r[4] == "rdma"}
     assert rdma and all(d == pd and "/" in p for d, p, pd, _ in rdma)
+    assert all(r[5] for r in landed_links if r[4] == "rdma")  # seen on the fabric's clock, inside the run
     links = {r[:4] for r in landed_links if r[4] != "rdma"}
     by = {d for d, *_ in links}
     if profile == "sonic-broadcom":  # the switches, over openconfig-lldp; SONiC advertises its alias
