@@ -516,6 +516,26 @@ def _restarts(ctx: Context, p: LinkHealthParams, outages: list[Incident]) -> tup
     return found, left
 
 
+def _into_restarts(
+    p: LinkHealthParams, restarts: list[Restart], devices: list[tuple[str, list[Incident]]]
+) -> list[tuple[str, list[Incident]]]:
+    """Device events of links to a switch that went away meanwhile (those whose far ends are known, grouped apart
+    from the rest, at the switch or at the other end) join that restart: one event, one finding."""
+
+    def theirs(r: Restart, device: str, group: list[Incident]) -> bool:
+        to_it = r.device == device or any(ref.startswith(f"{r.device}:") for g in group for ref in g.link)
+        return to_it and any(o.near(g.start, g.end, p.merge_gap_s) for o in r.outages for g in group)
+
+    left = []
+    for device, group in devices:
+        same = next((r for r in restarts if theirs(r, device, group)), None)
+        if same is None:
+            left.append((device, group))
+        else:
+            same.outages += group
+    return left
+
+
 def _device_finding(
     ctx: Context, p: LinkHealthParams, device: str, group: list[Incident], gone: Restart | None = None
 ) -> Finding:
@@ -561,6 +581,7 @@ def _device_finding(
 def _link_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame, coincident: Peers) -> list[Finding]:
     restarts, outages = _restarts(ctx, p, _outages(ctx, p, events, coincident))
     devices, outages = _device_events(outages, p, ctx.fabric.ports_of)
+    devices = _into_restarts(p, restarts, devices)
     flaps = [inc for inc in outages if inc.flaps >= p.min_flaps]
     # errors on a cable of a device event are that event's (a failing uplink to a spine that restarts meanwhile),
     # never an optics finding of their own
