@@ -140,7 +140,7 @@ class NicFleet:
 
 def _nic_worker(conn: Any, roots: dict[str, str]) -> None:
     """Child process: a NicCollector per host view; per request (host -> stamp), one poll of each host named,
-    its rows stamped with its stamp, and its RDMA port -> netdev inventory where it changed."""
+    its rows stamped with its stamp, and its RDMA port -> netdev inventory after each discovery."""
     collectors = {h: NicCollector(HostViewHost(Path(r)), h) for h, r in roots.items()}
     epoch = dt.datetime(1970, 1, 1, tzinfo=dt.UTC)
     while True:
