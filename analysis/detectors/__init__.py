@@ -1,4 +1,5 @@
-"""The detector suite, one module per problem, each exposing `DETECTOR` (run in the order of `run.DETECTORS`).
+"""The detector suite, one module per problem, each exposing `DETECTOR` (run in the order of `run.DETECTORS`),
+and the helpers they share.
 
 `base.py`: what every detector is (name, version, kinds, thresholds) and the `Context` it reads
 `pfc_storm.py`: a port held paused nearly the whole time, and the pause tree it spreads
@@ -8,6 +9,7 @@
 `microburst.py`: receiver-facing queues filling in bursts shorter than the poll interval
 `cnp_loss.py`: CNPs that receivers send but a sender never acts on
 `link_health.py`: flapping links, degraded optics, lossless drops where PFC is off
+`device_events.py`: link_health's grouping of a device's links that went down together (restarts, line cards)
 `nccl_hang.py`: a job's communicator silent far beyond its step while the job runs, and the ranks that stopped first
 `unexplained_slowdown.py`: a job's collectives slow with no fabric finding to explain it, and its stragglers
 """
