@@ -26,6 +26,7 @@ counting what it cannot read so one bad record never loses a capture:
 from __future__ import annotations
 
 import codecs
+import contextlib
 import datetime as dt
 import functools
 import itertools
@@ -35,6 +36,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
+
+import orjson
 
 from rocescope.collectors.common.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.common.rows import CounterRows
@@ -67,6 +70,7 @@ _PORT_SUFFIX = re.compile(r":\d{1,5}$")
 #: (in the update's path: gnmic joins prefix and path with a `/`); a module prefix (`/oc-if:interfaces`) is kept.
 _ORIGIN = re.compile(r"^/?[A-Za-z][\w.-]*:(?=/)")
 _MAX_DEPTH = 32
+_NOT_A_LINE = object()  # a line that is no JSON document by itself
 _NOT_KEYS = frozenset({"source", "subscription-name", "target"})
 
 Elems = list[tuple[str, Mapping[str, str]]]
@@ -221,8 +225,15 @@ def gnmic_stream(chunks: Iterable[str | bytes]) -> Iterator[object | None]:
             if more():
                 continue
             break
+        # NDJSON, the common case: a whole line is one document, decoded by orjson; anything else (a document over
+        # several lines, two on one line, NaN, a number beyond 64 bits, a line the block cut) by the standard decoder
+        end, doc = buf.find("\n", i), _NOT_A_LINE
+        if end > i:
+            with contextlib.suppress(orjson.JSONDecodeError):
+                doc, i = orjson.loads(buf[i:end]), end + 1
         try:
-            doc, i = dec.raw_decode(buf, i)
+            if doc is _NOT_A_LINE:
+                doc, i = dec.raw_decode(buf, i)
         except (ValueError, RecursionError):
             nxt = [p for p in (buf.find("\n{", i + 1), buf.find("\n[", i + 1)) if p >= 0]
             if not nxt and more():
@@ -307,8 +318,9 @@ def _keyed(path: str, tags: Mapping[str, Any]) -> Elems:
 #: A capture repeats the same series every poll: parsing and resolving a path costs ten times reading its value,
 #: and a path string (its hash kept by Python) is the cheapest key per value.
 _Series = tuple[Elems, "_Target | None"]
-_SERIES: dict[tuple[tuple[tuple[str, Any], ...], str], dict[str, _Series]] = {}
+_SERIES: dict[tuple[tuple[tuple[str, Any], ...], str], _Book] = {}
 _SERIES_MAX = 1 << 16  # tag sets (interfaces x queues x devices) before the cache starts over
+_NUMBERS = frozenset({int, float})  # not bool: `reading` reads a bool as no number
 
 
 @dataclass(frozen=True, slots=True)
@@ -325,7 +337,15 @@ class _Target:
 
 
 def _series(path: str, tags: Mapping[str, Any], target: str) -> _Series:
-    elems = _keyed(path, tags)
+    """A path under an event's tags, resolved once per (path, list keys, target): the same interface's and queue's
+    paths recur on every switch, whose `source` tags differ."""
+    keys = tuple((str(tag), str(tv)) for tag, tv in tags.items() if tag not in _NOT_KEYS)
+    return _resolved(str(path), keys, target)
+
+
+@functools.lru_cache(maxsize=1 << 16)
+def _resolved(path: str, keys: tuple[tuple[str, str], ...], target: str) -> _Series:
+    elems = _keyed(path, dict(keys))
     if _is_lldp(elems):
         return elems, None
     r = resolve_elems(elems, target)
@@ -334,18 +354,60 @@ def _series(path: str, tags: Mapping[str, Any], target: str) -> _Series:
     return elems, _Target(r.port, r.priority, metric, r.raw_name, r.metric, r.factor, plain)
 
 
-def _paths_of(tags: Mapping[str, Any], target: str) -> dict[str, _Series]:
-    """The per-path cache of one tag set (a fresh one, uncached, when a tag value is a list or an object)."""
+@dataclass(frozen=True, slots=True)
+class _Template:
+    """The columns an event's values fill, prepared once per (tag set, the event's paths in order) where every
+    path is a plain number's: a poll's event then lands as a few list extends instead of a loop over its values."""
+
+    port: list[str]
+    priority: list[int]
+    metric: list[str]
+    raw_name: list[str]
+    factors: tuple[float, ...] | None  # None: every factor is 1
+
+
+@dataclass(slots=True)
+class _Book:
+    """What one tag set's events resolve to: per path, and per event shape (its paths in order; None where a
+    path of it is no plain number, so its values are read one by one)."""
+
+    paths: dict[str, _Series]
+    templates: dict[tuple[str, ...], _Template | None]
+
+
+def _paths_of(tags: Mapping[str, Any], target: str) -> _Book:
+    """The cache of one tag set (a fresh one, uncached, when a tag value is a list or an object)."""
     try:
         key = (tuple(tags.items()), target)
         hit = _SERIES.get(key)
     except TypeError:
-        return {}
+        return _Book({}, {})
     if hit is None:
         if len(_SERIES) >= _SERIES_MAX:
             _SERIES.clear()
-        hit = _SERIES[key] = {}
+        hit = _SERIES[key] = _Book({}, {})
     return hit
+
+
+def _template(book: _Book, shape: tuple[str, ...], tags: Mapping[str, Any], target: str) -> _Template | None:
+    """The columns of an event whose values are at the paths `shape`, None where one of them is not a plain number
+    (LLDP state, a speed as a word, a metric whose zero means "not known")."""
+    targets = []
+    for path in shape:
+        hit = book.paths.get(path)
+        if hit is None:
+            hit = book.paths[path] = _series(str(path), tags, target)
+        if hit[1] is None or not hit[1].plain:
+            return None
+        targets.append(hit[1])
+    factors = tuple(t.factor for t in targets)
+    return _Template(
+        [t.port for t in targets],
+        [t.priority for t in targets],
+        [t.metric for t in targets],
+        [t.raw_name for t in targets],
+        None if all(f == 1.0 for f in factors) else factors,
+    )
 
 
 @functools.lru_cache(maxsize=4096)
@@ -363,12 +425,33 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
     if not dev:
         raise ValueError("event without tags.source (give --device)")
     target = str(tags.get("target", ""))
-    paths = _paths_of(tags, target)
+    book = _paths_of(tags, target)
+    values = ev["values"]
+    shape = tuple(values)
+    tpl = book.templates[shape] if shape in book.templates else book.templates.setdefault(
+        shape, _template(book, shape, tags, target))  # fmt: skip
+    if tpl is not None:
+        numbers = list(values.values())
+        if set(map(type, numbers)) <= _NUMBERS:  # every value a number: the event lands as its template says
+            n = len(numbers)
+            rows.value.extend(
+                map(float, numbers)
+                if tpl.factors is None
+                else [float(v * f) for v, f in zip(numbers, tpl.factors, strict=True)]
+            )
+            rows.ts.extend([ts] * n)
+            rows.device.extend([dev] * n)
+            rows.port.extend(tpl.port)
+            rows.priority.extend(tpl.priority)
+            rows.metric.extend(tpl.metric)
+            rows.raw_name.extend(tpl.raw_name)
+            return
+    paths = book.paths
     # the columns' appends bound once per event: this loop runs for every value of a capture
     at, port, prio, metric, number, raw, device_of = (
         rows.ts.append, rows.port.append, rows.priority.append, rows.metric.append, rows.value.append,
         rows.raw_name.append, rows.device.append)  # fmt: skip
-    for path, value in ev["values"].items():
+    for path, value in values.items():
         hit = paths.get(path)
         if hit is None:
             hit = paths[path] = _series(str(path), tags, target)

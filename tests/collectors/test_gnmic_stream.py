@@ -73,3 +73,50 @@ def test_a_capture_without_json_is_refused() -> None:
 
     with pytest.raises(DecodeError):
         list(gnmic_stream(blocks(b"no json here\nat all\n", 5)))
+
+
+def test_what_is_no_single_line_document_is_read_as_the_standard_decoder_reads_it() -> None:
+    """Whole lines go to orjson; everything else falls back to `json`: NaN and Infinity, two documents on one line,
+    a document over several lines and one at the end of the file without a newline read exactly as
+    `json.JSONDecoder.raw_decode` reads them. An integer beyond 64 bits is read as the float it lands as (the store's
+    values are float64)."""
+    docs: list[object] = [
+        {"values": {"a": float("nan"), "b": float("inf")}},
+        {"values": {"a": 2**70}},
+        {"values": {"a": 1}},
+        {"values": {"a": 2}},
+        [event(1), event(2)],
+        {"values": {"a": -(2**65)}, "tags": {"k": "é"}},
+    ]
+    text = (
+        json.dumps(docs[0]) + "\n" + json.dumps(docs[1]) + "\n" + json.dumps(docs[2]) + " " + json.dumps(docs[3])
+        + "\n" + json.dumps(docs[4], indent=1) + "\n" + json.dumps(docs[5])
+    )  # fmt: skip
+    dec, i, expected = json.JSONDecoder(), 0, []
+    while i < len(text):
+        doc, i = dec.raw_decode(text, i)
+        expected.append(doc)
+        while i < len(text) and text[i] in " \n":
+            i += 1
+    expected[1] = {"values": {"a": float(2**70)}}
+    for size in (3, 1 << 20):
+        got = list(gnmic_stream(blocks(text.encode(), size)))
+        assert json.dumps(got) == json.dumps(expected)  # NaN != NaN: compared as text
+
+
+def test_an_event_shape_read_as_a_template_still_reads_each_value() -> None:
+    """A poll's events repeat one shape (tags and paths), landed from a template; an event of that shape whose values
+    are words, booleans or numbers in strings is read value by value, as the gNMI collector reads them (a boolean as
+    0 or 1)."""
+    octets = "/interfaces/interface/state/counters/in-octets"
+    speed = "/interfaces/interface/ethernet/state/port-speed"
+    shaped = [event(i, **{octets: 1000 + i}) for i in range(3)]
+    odd = [event(3, **{octets: "1003"}), event(4, **{octets: True}), event(5, **{octets: None})]
+    speeds = [event(6, **{speed: 400_000_000_000}), event(7, **{speed: 0}), event(8, **{speed: "SPEED_100GB"})]
+    rows = gnmic_rows(iter([*shaped, *odd, *speeds]))
+    got = sorted((ts - TS, metric, value) for ts, metric, value in zip(rows.ts, rows.metric, rows.value, strict=True))
+    in_octets = next(m for _, m, _ in got)
+    read = [(t, v) for t, m, v in got if m == in_octets]
+    assert read == [(0, 1000.0), (1, 1001.0), (2, 1002.0), (3, 1003.0), (4, 1.0)]
+    assert [(t, v) for t, m, v in got if m != in_octets] == [(6, 400e9), (8, 100e9)]
+    assert rows.nonnumeric == 2  # a null and a speed of 0 ("not known") are no readings; a boolean is 0 or 1
