@@ -119,7 +119,7 @@ class World:
         """After the run, label what the traffic did by itself (`rocescope.sim.emergent`: ECMP imbalance, incast
         and the congestion around them that is don't care) where no injected incident explains it: an
         imbalance on a leaf or spine with an injected imbalance, polarization, flap or deadlock; congestion at a
-        port (or its cable's other end) an injected incident names."""
+        port (or its cable's other end) whose queue an injected incident fills (`_filled`)."""
         if self.ledger is None or self.emergent:
             return
         explains = {"ecmp_imbalance", "polarization", "link_flap", "pfc_deadlock"}
@@ -145,7 +145,7 @@ class World:
                     continue
             else:
                 cable = {where, f"{ev.port.peer_device}:{ev.port.peer_port}"}
-                if any(overlaps(t, ev, after) and cable & {*t.ports, *t.anchor} for t in self.truth):
+                if any(overlaps(t, ev, after) and cable & _filled(t) for t in self.truth):
                     continue
             jobs = self._jobs_crossing(ev)
             what = ev.what if "emergent" in ev.what else f"{ev.kind} (emergent): {ev.what}"
@@ -233,6 +233,15 @@ class World:
             "incidents": [g.as_dict(self.start) | i.as_dict() for g, i in zip(self.truth, impacts, strict=True)]
             + [g.as_dict(self.start) | Impact((), {}).as_dict() for g in self.emergent],
         }
+
+
+def _filled(t: GroundTruth) -> set[str]:
+    """The ports whose queues an injected incident fills, so congestion there is its doing: a fan-in's receiver
+    port only (its anchor; the senders' leaf ports it names carry its traffic in, and the queue there is the one
+    towards the sender, which other traffic fills); every port any other incident names (a storm's, a loop's)."""
+    if t.kind in ("incast", "microburst"):
+        return set(t.anchor)
+    return {*t.ports, *t.anchor}
 
 
 def place(topology: Topology, models: Sequence[JobModel], seed: int) -> list[Job]:

@@ -266,6 +266,23 @@ def test_two_senders_overloading_a_receiver_are_an_incast_nobody_injected_and_on
     assert [t for t in one.emergent if t.kind == "incast"] == []
 
 
+def test_congestion_towards_a_sender_of_an_injected_fan_in_is_labeled() -> None:
+    """An injected fan-in names its senders' leaf ports (its traffic enters there), but fills only its receiver's
+    queue: an incast that background traffic makes into one of its senders, at that sender's leaf port (the queue
+    towards the sender), is the traffic's own and labelled; the injected one at its receiver is not labelled twice."""
+    injected = {"kind": "incast", "start": "1s", "end": "9s", "receiver": "gpu-008", "senders": ["gpu-005", "gpu-006"]}
+    readers = [{"name": "readers", "start": "1s", "end": "9s", "senders": ["gpu-003", "gpu-004"],
+                "receivers": ["gpu-005"]}]  # fmt: skip
+    world = ran(scenario([injected], duration="10s", jobs=[{**JOB, "hosts": 2}], traffic=readers))
+    world.mark_emergent()
+    sender_port = world.topology.attachment("gpu-005", 0)
+    receiver_port = world.topology.attachment("gpu-008", 0)
+    assert f"{sender_port.device}:{sender_port.name}" in world.truth[0].ports  # named by the injected fan-in
+    real = [t for t in world.emergent if t.kind == "incast" and not t.dont_care]
+    assert [t.anchor for t in real] == [(f"{sender_port.device}:{sender_port.name}", "gpu-005:eth0")]
+    assert all(f"{receiver_port.device}:{receiver_port.name}" not in t.anchor for t in world.emergent)
+
+
 def test_incidents_where_nothing_happened_by_their_definition_are_unobservable() -> None:
     """A NIC that would drop CNPs but is sent none, and PFC off on a port no congestion reaches, are no incidents
     anything could see (a scenario staged on a larger fabric can put them where no traffic goes); the same
