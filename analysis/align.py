@@ -20,6 +20,7 @@ that series' own median interval), never in one fabric-wide poll interval: a swi
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Sequence
 
 import polars as pl
@@ -121,6 +122,33 @@ def covering(
             check_sortedness=False,
         )
         .filter(pl.col("_t") - as_duration(pl.col("_d") * (1 + late_reads)) <= pl.col("ts"))
+        .select("_row", *columns)
+    )
+    return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")
+
+
+def nearest(
+    frame: pl.DataFrame, source: pl.DataFrame, by: Sequence[str], columns: Sequence[str], within_s: float
+) -> pl.DataFrame:
+    """`frame` with `columns` of the `source` sample stamped nearest each row's time, if within `within_s` (a
+    snapshot, such as a queue's occupancy, says what was at its own instant only)."""
+    by = list(by)
+    if frame.is_empty() or source.is_empty():
+        return frame.with_columns(*(pl.lit(None, source.schema.get(c, pl.Float64)).alias(c) for c in columns))
+    src = source.select(*by, pl.col("ts").alias("_t"), *columns).sort("_t")
+    rows = frame.with_row_index("_row")
+    hit = (
+        rows.select("_row", *by, pl.col("ts").cast(source.schema["ts"]))
+        .sort("ts")
+        .join_asof(
+            src,
+            left_on="ts",
+            right_on="_t",
+            by=by,
+            strategy="nearest",
+            tolerance=dt.timedelta(seconds=within_s),
+            check_sortedness=False,
+        )
         .select("_row", *columns)
     )
     return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")

@@ -13,9 +13,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
   `congestion.py`: a queue that stood for a whole sample kept the port sending; a port idle part of every
   sample had its queue up only in bursts, however busy its training traffic keeps it, at any duty cycle),
   the port not held paused (at most `max_paused_fraction` of the interval: a queue stuck behind pauses is a
-  PFC storm's victim), and, where the occupancy is read with the watermark, drained again by the read (at
-  most `max_left_fraction` of the watermark). One reading is one peak, never as many bursts as the interval
-  has seconds;
+  PFC storm's victim), and, where a snapshot of the queue's occupancy was taken at the read (within `AT_READ_S`),
+  drained again by the read (at most `max_left_fraction` of the watermark). One reading is one peak, never as many
+  bursts as the interval has seconds;
 * burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
   `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
   intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more;
@@ -42,7 +42,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.align import as_duration, covering, mean_over, with_intervals
+from rocescope.analysis.align import as_duration, mean_over, nearest
 from rocescope.analysis.detectors.base import Context, Detector, threshold
 from rocescope.analysis.detectors.congestion import (
     KEYS,
@@ -61,6 +61,10 @@ from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
 
 Span = tuple[dt.datetime, dt.datetime]
+#: An occupancy snapshot within this of a watermark read shows what the queue held at the read: a queue that stands
+#: (the incast definition: a second at line rate) is in any snapshot within half a second of it; one taken farther
+#: off (gear reads occupancy and watermarks in different counter groups, seconds apart) is another moment.
+AT_READ_S = 0.5
 
 
 class MicroburstParams(FanInParams):
@@ -156,12 +160,10 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     reads = mean_over(reads, paused, KEYS, "paused_us_per_s", late_reads=0.5).with_columns(
         (pl.col("paused_us_per_s").fill_null(0.0) / 1e6).alias("paused_fraction")
     )
-    occupancy = frames.gauges([QUEUE_NOW], devices=devices, roles=["switch"])
-    if not occupancy.is_empty():
-        occupancy = with_intervals(occupancy, KEYS)
-        reads = covering(reads, occupancy.rename({"value": "left"}), KEYS, ["left"], late_reads=0.5)
-    else:
-        reads = reads.with_columns(pl.lit(None, pl.Float64).alias("left"))
+    # what the queue held at the read: a snapshot of its occupancy taken then, not one from elsewhere in the read's
+    # interval (a burst caught in flight seconds later says nothing about whether this read's peak had drained)
+    occupancy = frames.gauges([QUEUE_NOW], devices=devices, roles=["switch"]).rename({"value": "left"})
+    reads = nearest(reads, occupancy, KEYS, ["left"], AT_READ_S)
     drained = pl.col("left").is_null() | (pl.col("left") <= p.max_left_fraction * pl.col("watermark"))
     return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained)
 

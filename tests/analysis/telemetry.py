@@ -111,6 +111,15 @@ class Telemetry:
             )
             last = read
 
+    def snapshot(
+        self, device: str, role: str, port: str, metric: str, value: Steps, clock: Clock, priority: int = -1
+    ) -> None:
+        """A gauge read at the clock's cadence as its value at that instant (a queue's occupancy)."""
+        for read in self._reads(clock):
+            self.counters.append(
+                (self._stamp(read, clock), device, role, port, priority, metric, value.peak(read - 1e-6, read))
+            )
+
     def link(self, device: str, port: str, peer_device: str, peer_port: str, source: str = "lldp") -> None:
         self.links.append((device, port, peer_device, peer_port, source))
 

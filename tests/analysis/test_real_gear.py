@@ -14,6 +14,8 @@ from rocescope.pipeline.store import Store
 from gear import HOSTS, LINE, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, WM_CLOCK, fabric, found, nic_clock
 from telemetry import Clock, Telemetry, steps
 
+WM_CLOCK_10S = Clock(10.0, 0.42)  # watermarks read every 10 s (Cumulus, SONiC's queue watermark at 10 s)
+
 
 def test_incast_at_sonic_cadences_with_skewed_clocks_slash_names_and_no_speed(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now, 240)
@@ -181,6 +183,38 @@ def test_microbursts_past_the_last_watermark_read_are_not_the_ports_quiet_rate(s
 
     (burst,) = found(store, t, "microburst")
     assert burst.ports[0] == f"leaf1:{port}" and burst.evidence["estimated_burst_ms"] >= 1.0
+
+
+@pytest.mark.parametrize(
+    ("occupancy", "phase", "bursts"),
+    [("a burst in flight", 2.51, True), ("a standing queue", WM_CLOCK_10S.phase, False)],
+    ids=["snapshot_seconds_off", "snapshot_at_the_read"],
+)
+def test_a_queue_is_drained_or_not_by_a_snapshot_taken_at_its_read(
+    store: Store, now: dt.datetime, occupancy: str, phase: float, bursts: bool
+) -> None:
+    """20 ms bursts every second, watermarks read every 10 s. The queue's occupancy is a snapshot, read in another
+    counter group: 2 s after each watermark read it catches a burst in flight, which says nothing about whether the
+    read's peak had drained; a snapshot at the read itself holding most of the peak is a standing queue."""
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.1 * LINE)
+    spans = [(s + 0.5, s + 0.52) for s in range(30, 300)]
+    port = PORTS["gpu-05"]
+    t.counter("leaf1", "switch", port, "tx_bytes", steps(*[(a, b, LINE) for a, b in spans], base=0.1 * LINE),
+              PORT_CLOCK)  # fmt: skip
+    t.counter("leaf1", "switch", port, "rx_bytes", steps(base=0.1 * LINE), PORT_CLOCK)
+    t.gauge("leaf1", "switch", port, "queue_watermark_bytes", steps(*[(a, b, 9e6) for a, b in spans], base=3e4),
+            WM_CLOCK_10S, priority=3)  # fmt: skip
+    t.counter("leaf1", "switch", port, "queue_ecn_marked_packets", steps(*[(a, b, 3e6) for a, b in spans]),
+              QUEUE_CLOCK, 3)  # fmt: skip
+    held = steps(*[(a, b, 9e6) for a, b in spans]) if bursts else steps((30.0, 300.0, 8e6))
+    t.snapshot("leaf1", "switch", port, "queue_occupancy_bytes", held, Clock(10.0, phase), priority=3)
+    t.counter("leaf1", "switch", PORTS["gpu-01"], "tx_bytes", steps(base=0.95 * LINE), PORT_CLOCK)
+    t.land(store)
+
+    found_bursts = found(store, t, "microburst")
+    assert bool(found_bursts) == bursts, occupancy
+    assert not found(store, t, "incast")
 
 
 def test_a_microburst_lasts_while_its_port_marks_not_from_read_to_read(store: Store, now: dt.datetime) -> None:
