@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Sequence
+from typing import Literal
 
 import polars as pl
 
@@ -104,27 +105,10 @@ def covering(
     """`frame` with `columns` of the `source` sample whose interval (ts - dt_s, ts] holds each row's time:
     the first source sample at or after it, kept when it began before the row's time (+ `late_reads` of the
     sample's own interval: another clock's stamp)."""
-    by = list(by)
     if frame.is_empty():
         return frame.with_columns(*(pl.lit(None).alias(c) for c in columns))
-    src = source.select(*by, pl.col("ts").alias("_t"), pl.col("dt_s").alias("_d"), *columns).sort("_t")
-    rows = frame.with_row_index("_row")
-    hit = (
-        rows.select("_row", *by, pl.col("ts").cast(source.schema["ts"]))
-        .sort("ts")
-        .join_asof(
-            src,
-            left_on="ts",
-            right_on="_t",
-            by=by,
-            strategy="forward",
-            tolerance=None,
-            check_sortedness=False,
-        )
-        .filter(pl.col("_t") - as_duration(pl.col("_d") * (1 + late_reads)) <= pl.col("ts"))
-        .select("_row", *columns)
-    )
-    return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")
+    began = pl.col("_t") - as_duration(pl.col("_d") * (1 + late_reads)) <= pl.col("ts")
+    return _as_of(frame, source.rename({"dt_s": "_d"}), by, [*columns, "_d"], "forward", None, began).drop("_d")
 
 
 def nearest(
@@ -132,23 +116,32 @@ def nearest(
 ) -> pl.DataFrame:
     """`frame` with `columns` of the `source` sample stamped nearest each row's time, if within `within_s` (a
     snapshot, such as a queue's occupancy, says what was at its own instant only)."""
-    by = list(by)
     if frame.is_empty() or source.is_empty():
         return frame.with_columns(*(pl.lit(None, source.schema.get(c, pl.Float64)).alias(c) for c in columns))
+    return _as_of(frame, source, by, columns, "nearest", dt.timedelta(seconds=within_s), None)
+
+
+def _as_of(
+    frame: pl.DataFrame,
+    source: pl.DataFrame,
+    by: Sequence[str],
+    columns: Sequence[str],
+    strategy: Literal["forward", "nearest"],
+    tolerance: dt.timedelta | None,
+    keep: pl.Expr | None,
+) -> pl.DataFrame:
+    """`frame` with `columns` of one `source` sample per row, found by an as-of join on time within `by` (rows
+    whose match fails `keep` get nulls), in the frame's order."""
+    by = list(by)
     src = source.select(*by, pl.col("ts").alias("_t"), *columns).sort("_t")
     rows = frame.with_row_index("_row")
     hit = (
         rows.select("_row", *by, pl.col("ts").cast(source.schema["ts"]))
         .sort("ts")
         .join_asof(
-            src,
-            left_on="ts",
-            right_on="_t",
-            by=by,
-            strategy="nearest",
-            tolerance=dt.timedelta(seconds=within_s),
-            check_sortedness=False,
+            src, left_on="ts", right_on="_t", by=by, strategy=strategy, tolerance=tolerance, check_sortedness=False
         )
-        .select("_row", *columns)
     )
-    return rows.join(hit, on="_row", how="left").sort("_row").drop("_row")
+    if keep is not None:
+        hit = hit.filter(keep)
+    return rows.join(hit.select("_row", *columns), on="_row", how="left").sort("_row").drop("_row")
