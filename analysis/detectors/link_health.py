@@ -51,7 +51,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.align import with_intervals
+from rocescope.analysis.align import as_duration, with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.detectors.device_events import Incident, Restart, device_events, into_restarts, restarts
 from rocescope.analysis.episodes import episodes
@@ -594,7 +594,17 @@ def _misconfig_findings(ctx: Context, p: LinkHealthParams, events: pl.DataFrame,
         slack = dt.timedelta(seconds=2 * float(row["interval_s"]))
         lo, hi = row["start"] - slack, row["end"] + slack
         here = (pl.col("device") == device) & (pl.col("port") == port) & pl.col("ts").is_between(lo, hi)
-        if not paused.filter(here & (pl.col("priority") == prio)).is_empty():
+        # PFC acted while it dropped: a pause sample whose own interval overlaps the drops' (half a read either
+        # side for the two counters' stamps); pauses that ended before the first drop (PFC turned off then) do not
+        jitter = dt.timedelta(seconds=0.5 * float(row["interval_s"]))
+        during = (
+            (pl.col("device") == device)
+            & (pl.col("port") == port)
+            & (pl.col("priority") == prio)
+            & (pl.col("ts") > row["start"] - jitter)
+            & (pl.col("ts") - as_duration(pl.col("dt_s")) < row["end"] + jitter)
+        )
+        if not paused.filter(during).is_empty():
             continue  # PFC acted and still dropped: headroom, not a missing PFC config
         if not mitigated.filter(here).is_empty():
             continue  # a PFC watchdog dropped them while mitigating a storm

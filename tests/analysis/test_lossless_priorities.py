@@ -39,3 +39,28 @@ def test_drops_on_a_second_lossless_priority_are_a_pfc_misconfig(
         assert abs((f.start - now).total_seconds() - burst[0]) <= 2
     else:
         assert not got, [f.summary for f in got]
+
+
+@pytest.mark.parametrize("pauses_after", [False, True], ids=["pfc_turned_off", "pfc_on_headroom_short"])
+def test_pauses_before_pfc_was_turned_off_do_not_hide_the_drops_after(
+    store: Store, now: dt.datetime, pauses_after: bool
+) -> None:
+    """gpu-02's port pauses its sender on priority 3 every few seconds until PFC is turned off on it at 134.8 s, and
+    drops priority-3 packets from then on: the pauses ended before the first drop, so PFC did not act while it
+    dropped (a finding). Where the port keeps pausing while it drops, PFC acted and the buffer's headroom was
+    short: no misconfig."""
+    t = Telemetry(now, 180)
+    fabric(t)
+    off = 134.8
+    before = [(s, s + 0.05, 360.0) for s in range(4, 134, 3)]  # the last at 133 s, a read before the first drop
+    after = [(s, s + 0.05, 360.0) for s in range(136, 180, 3)] if pauses_after else []
+    t.counter("leaf1", "switch", PORTS["gpu-02"], "pfc_tx_pause", steps(*before, *after), PORT_CLOCK, 3)
+    t.counter("leaf1", "switch", PORTS["gpu-02"], "pg_dropped_packets", steps((off, 180.0, 4000.0)), PORT_CLOCK, 3)
+    t.land(store)
+
+    got = found(store, t, "pfc_misconfig")
+    if pauses_after:
+        assert not got, [f.summary for f in got]
+    else:
+        (f,) = got
+        assert f.ports == (f"leaf1:{PORTS['gpu-02']}",) and abs((f.start - now).total_seconds() - off) <= 2
