@@ -183,7 +183,9 @@ def publish_links(server: FabricServer, producer: Producer, rows: dict[str, int]
         side = gear.profile.lldp
         cli = [d.name for d in topo.devices if d.role == "host"] if side in ("both", "hosts") else []
     sources: list[LldpSource] = [
-        HostLldp(d, LldpcliOutput(json.dumps(lldp_neighbors_json(topo, d, names)).encode())) for d in cli
+        HostLldp(d, LldpcliOutput(json.dumps(lldp_neighbors_json(topo, d, names)).encode()))
+        for d in cli
+        if gear.monitored(d)
     ]
     sources += [GnmiLldpSource(t) for t in server.lldp_targets()]
     for batch in LldpCollector(sources).poll_once(world.start):

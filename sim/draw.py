@@ -14,7 +14,10 @@ What is drawn (`draw_scenario`):
   or a mixture-of-experts all-to-all), compute gap and message size;
 * each incident's place anywhere the fabric allows, its size within its kind's range and its window anywhere in
   the run; incidents that ride on a fan-in (a CNP-losing sender, a port without PFC) are placed on the drawn
-  fan-in, as the template places them on its own.
+  fan-in, as the template places them on its own;
+* in one run of two, a storage array no collector reads (`Scenario.unmonitored`) on a host port of its own,
+  serving reads to a few job hosts over RoCE for a while: its traffic, its CNPs and its switch-side LLDP are on
+  the fabric, its own counters and LLDP are not (what a storage appliance watched by its vendor's tools is).
 
 Templates with background traffic or a QoS misconfiguration whose physics rests on one geometry
 (`cnp_lossy_queue`: lossy storage traffic through the leaf that drops CNPs) keep their geometry.
@@ -33,6 +36,7 @@ from rocescope.sim.ecmp import HASH_FUNCTIONS
 from rocescope.sim.incidents import place
 from rocescope.sim.jobs import COLLECTIVES, Job
 from rocescope.sim.scenario import (
+    Background,
     CnpLoss,
     DegradedOptics,
     EcmpImbalance,
@@ -54,6 +58,8 @@ __all__ = ["draw_scenario"]
 
 #: a stream of its own, so the draw and the engine's use of the same seed do not correlate
 _STREAM = 0x6472617721
+#: the storage array's own stream: whether a run has one changes no other draw of the run
+_STORAGE = 0x73746F72
 #: kinds whose fault is the fabric's shape (the template's fabric is kept)
 _SHAPED = frozenset({"polarization", "ecmp_imbalance"})
 #: kinds that need uplinks carrying traffic (two leaves or more per rail): a deadlock's loop crosses two leaves,
@@ -107,6 +113,11 @@ class _Ranges:
     #: gradients per GPU per iteration
     compute_ms = (20.0, 400.0)
     message_mib = (32.0, 512.0)
+    #: a storage array in one run of two (half the exam's runs with an unmonitored peer, half without): it serves
+    #: reads (a data loader's shards, a checkpoint restore) to 1-4 job hosts for 10 s to two minutes
+    storage_share = 0.5
+    storage_readers = (1, 4)
+    storage_read_s = (10.0, 120.0)
 
 
 R = _Ranges
@@ -119,7 +130,10 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
     if kinds & _FIXED or template.traffic:
         return template.model_copy(update={"seed": seed})
     rng = np.random.default_rng([seed, _STREAM])
-    fabric = template.fabric if kinds & _SHAPED else _fabric(template.fabric, kinds, rng)
+    storage_rng = np.random.default_rng([seed, _STREAM, _STORAGE])
+    with_storage = bool(storage_rng.random() < R.storage_share)
+    grown = replace(template.fabric, hosts=template.fabric.hosts + 1) if with_storage else template.fabric
+    fabric = template.fabric if kinds & _SHAPED else _fabric(grown, kinds, rng)
     jobs = [_job(j, rng) for j in template.jobs]
     topo = Topology(fabric)
     draw = _Drawer(rng, topo, place(topo, jobs, seed), template.duration)
@@ -137,7 +151,40 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
         jobs=[j.model_dump() for j in jobs],
         incidents=[i.model_dump() for i in incidents],
     )
+    read = _storage_read(storage_rng, draw, incidents) if with_storage else None
+    if read is not None:
+        data.update(traffic=[read.model_dump()], unmonitored=[read.senders[0]])
     return Scenario.model_validate(data)
+
+
+def _storage_read(rng: np.random.Generator, draw: _Drawer, incidents: Sequence[IncidentModel]) -> Background | None:
+    """A storage array's reads: on a host port no job and no incident uses (an incident at a device nobody reads
+    would be a miss no detector could avoid), to 1-4 job hosts on one rail; None where no such port is left."""
+    named = {v for inc in incidents for v in _strings(inc.model_dump())}
+    free = [h for h in draw.free if h not in named]
+    busy = [h for h in draw.hosts if h not in draw.free]
+    if not free or not busy:
+        return None
+    array = str(rng.choice(free))
+    k = min(len(busy), int(rng.integers(R.storage_readers[0], R.storage_readers[1] + 1)))
+    readers = sorted(str(h) for h in rng.choice(busy, size=k, replace=False))
+    span = min(_log_uniform(rng, R.storage_read_s), draw.duration - _LEAD_S - _TAIL_S)
+    start = round(float(rng.uniform(_LEAD_S, draw.duration - _TAIL_S - span)), 1)
+    rail = int(rng.integers(draw.topo.spec.rails))
+    return Background(
+        name="storage-read", start=start, end=round(start + span, 1), rail=rail, senders=[array] * k, receivers=readers
+    )
+
+
+def _strings(value: Any) -> list[str]:
+    """Every string in a dumped model (the hosts and devices an incident names, among others)."""
+    if isinstance(value, str):
+        return [value]
+    if isinstance(value, dict):
+        return [s for v in value.values() for s in _strings(v)]
+    if isinstance(value, list | tuple):
+        return [s for v in value for s in _strings(v)]
+    return []
 
 
 def _uniform(rng: np.random.Generator, bounds: tuple[float, float]) -> float:

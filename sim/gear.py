@@ -15,8 +15,10 @@ row of every device, one shared timestamp) and returns what the profile's device
   are the state at the poll (the fast path snapshots once per poll): only the stamps move.
 
 `links`, `endpoints`, `incidents`, ground truth and mirror capture points are renamed alike, and
-`links` keep only the LLDP side the profile has. With the `ideal` profile every method returns its
-input unchanged, so the fast path is exactly what it was.
+`links` keep only the LLDP side the profile has. The scenario's `unmonitored` devices report nothing of
+their own (no counters, LLDP, NIC inventory or QP records); their neighbours' LLDP still names them. With
+the `ideal` profile and every device monitored, every method returns its input unchanged, so the fast
+path is exactly what it was.
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from rocescope.errors import SimError
 from rocescope.pipeline.batch import conform
@@ -53,6 +56,17 @@ class Gear:
         self.poll_s = world.scenario.poll_interval_s
         self.names = PortNames(world.topology, profile)
         self.identity = profile.is_ideal
+        #: devices no collector reads (`Scenario.unmonitored`)
+        self.unmonitored = frozenset(world.scenario.unmonitored)
+        unknown = self.unmonitored - {d.name for d in world.topology.devices}
+        if unknown:
+            raise SimError(f"unmonitored: no device {', '.join(sorted(unknown))} in the fabric")
+        #: ideal profile: per snapshot row, whether a collector reads it (None: every row)
+        self._monitored_rows: npt.NDArray[np.bool_] | None = None
+        if self.identity and self.unmonitored:
+            plan = SnapshotPlan(world.topology, world.engine.params)
+            watched = np.array([d not in self.unmonitored for d in plan.devices], bool)
+            self._monitored_rows = watched[plan.row_device]
         #: host -> its clock's skew (seconds): what its processes (NCCL Inspector) stamp their records with
         self.host_skew_s: dict[str, float] = {}
         #: device -> (fabric ns of the step, ns its clock was off by until then): an NTP step (`step_clock`)
@@ -90,8 +104,9 @@ class Gear:
         self._sums: list[tuple[int, int]] = []
         for r in range(n):
             raw = plan.raw_names[plan.row_raw[r]]
-            row = self._switch_row(r, raw) if roles[self._device_of[r]] != "host" else self._nic_row(r, raw)
-            if row is None:
+            device = self._device_of[r]
+            row = self._switch_row(r, raw) if roles[device] != "host" else self._nic_row(r, raw)
+            if row is None or device in self.unmonitored:
                 continue
             metric, port, raw, group, path_of[r] = row
             keep[r] = True
@@ -204,8 +219,9 @@ class Gear:
         values = table.column("value").to_numpy()
         base_ns = (ts - EPOCH) // dt.timedelta(microseconds=1) * 1000
         if self.identity:
-            n = len(values)
-            return np.arange(n, dtype=np.int64), values, np.full(n, base_ns, np.int64)
+            every = np.arange(len(values), dtype=np.int64)
+            rows = every if self._monitored_rows is None else every[self._monitored_rows]
+            return rows, values[rows], np.full(len(rows), base_ns, np.int64)
         k = round((ts - self.world.start).total_seconds() / self.poll_s)
         if len(values) != len(self._acc):
             raise SimError(f"a snapshot of {len(values)} rows; the profile planned {len(self._acc)}")
@@ -269,7 +285,7 @@ class Gear:
         if self.identity:
             plan = SnapshotPlan(self.world.topology, self.world.engine.params)
             n = plan.n_rows
-            return pa.table(
+            every = pa.table(
                 {
                     "row": pa.array(np.arange(n), pa.int64()),
                     "device": [plan.devices[d] for d in plan.row_device],
@@ -283,6 +299,7 @@ class Gear:
                     "spread_ns": pa.array(np.zeros(n, np.int64)),
                 }
             )
+            return every if self._monitored_rows is None else every.filter(pa.array(self._monitored_rows))
         rows = np.flatnonzero(self._keep)
         ports, metrics, raws = (d.to_pylist() for d in (self._port_dict, self._metric_dict, self._raw_dict))
         return pa.table(
@@ -303,7 +320,7 @@ class Gear:
     def counters(self, ts: dt.datetime, table: pa.Table) -> pa.Table:
         """What the devices report at the poll at `ts`, from the engine's snapshot `table` (all rows)."""
         if self.identity:
-            return table
+            return table if self._monitored_rows is None else table.filter(pa.array(self._monitored_rows))
         rows, out, stamps = self.read(ts, table)
         n = len(rows)
 
@@ -330,7 +347,7 @@ class Gear:
     def links(self, seen_at: dt.datetime, source: str) -> pa.Table:
         """`links` as the profile's LLDP sees them: local names, the peer's advertised port id, one side or both."""
         topo = self.world.topology
-        if self.identity and self.profile.lldp == "both":
+        if self.identity and self.profile.lldp == "both" and not self.unmonitored:
             return topo.links_arrow(seen_at, source)
         side = self.profile.lldp
         roles = {d.name: d.role for d in topo.devices}
@@ -338,7 +355,7 @@ class Gear:
         rows = [
             (p.device, names.local(p.device, p.name), p.peer_device, names.lldp_id(p.peer_device, p.peer_port))
             for p in topo.ports
-            if side == "both" or (side == "hosts") == (roles[p.device] == "host")
+            if (side == "both" or (side == "hosts") == (roles[p.device] == "host")) and p.device not in self.unmonitored
         ]
         table = pa.table(
             {
@@ -355,7 +372,8 @@ class Gear:
     def rdma_netdevs(self, seen_at: dt.datetime) -> pa.Table:
         """`links` rows of source `rdma` (the host to itself): each RDMA port's netdev, as the NIC collector's
         inventory reports them, in the driver's names."""
-        return rdma_netdevs_arrow(self.world.topology, seen_at, self.names.rdma_port, self.names.local)
+        table = rdma_netdevs_arrow(self.world.topology, seen_at, self.names.rdma_port, self.names.local)
+        return self._monitored(table, "device")
 
     def endpoints(self, table: pa.Table) -> pa.Table:
         """`endpoints` with the driver's RDMA device names."""
@@ -364,10 +382,21 @@ class Gear:
         return _map_column(table, "endpoints", "rdma_dev", self.names.rdma_device)
 
     def qp_owners(self, table: pa.Table) -> pa.Table:
-        """`qp_owners` with the driver's RDMA device names."""
+        """`qp_owners` of the monitored hosts (`rdma resource show qp` runs on each), with the driver's RDMA device
+        names."""
+        table = self._monitored(table, "host")
         if self.names.identity:
             return table
         return _map_column(table, "qp_owners", "rdma_dev", self.names.rdma_device)
+
+    def monitored(self, device: str) -> bool:
+        return device not in self.unmonitored
+
+    def _monitored(self, table: pa.Table, column: str) -> pa.Table:
+        """`table` without the rows of unmonitored devices in `column`."""
+        if not self.unmonitored or not table.num_rows:
+            return table
+        return table.filter(pc.invert(pc.is_in(table.column(column), pa.array(sorted(self.unmonitored)))))
 
     def incidents(self, table: pa.Table) -> pa.Table:
         """The `incidents` stream with its ports renamed like the telemetry."""

@@ -308,7 +308,9 @@ def run_scenario(
         pending: list[InspectorRecord] = []
 
         def land_collectives(records: list[InspectorRecord]) -> None:
-            pending.extend(records)  # parsed a few thousand at a time: the parser's cost is per call
+            pending.extend(
+                r for r in records if gear.monitored(r.host)
+            )  # parsed a few thousand at a time: the parser's cost is per call
             if len(pending) >= COLLECTIVES_BATCH:
                 publish_collectives(producer, pending, rows)
                 pending.clear()

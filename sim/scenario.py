@@ -351,6 +351,9 @@ class Scenario(_Model):
     #: The deployment profile (`rocescope.sim.profile`, a name in `profiles/` or a file): how the gear
     #: reports the run; `--profile` overrides it.
     profile: str = "ideal"
+    #: Devices no collector reads (a storage array, a leaf outside the monitoring's scope): their traffic flows
+    #: and their neighbours' LLDP names them, but they send no counters, LLDP, QP or NCCL records of their own.
+    unmonitored: list[str] = Field(default_factory=list)
 
     @model_validator(mode="after")
     def _check(self) -> Scenario:

@@ -101,7 +101,8 @@ class FabricServer:
         self.profile = self.gear.profile
         self.dialect = dialect_of(self.profile)
         self.clock = FabricClock()
-        self.switches = [d.name for d in world.topology.switches]
+        #: the switches collectors read (the scenario's unmonitored ones serve nothing)
+        self.switches = [d.name for d in world.topology.switches if self.gear.monitored(d.name)]
         self.gnmi: dict[str, GnmiFacade] = {}
         self.snmp: dict[str, SnmpAgentFacade] = {}
         self.lldp: dict[str, LldpGnmiFacade] = {}
@@ -135,7 +136,7 @@ class FabricServer:
         roles = layout.column("role").cast(pa.string()).to_pylist()
         self._is_nic = np.array([r == "nic" for r in roles], bool)
         self._nic_rows = np.flatnonzero(self._is_nic)
-        hosts = [d.name for d in topo.devices if d.role == "host"]
+        hosts = [d.name for d in topo.devices if d.role == "host" and self.gear.monitored(d.name)]
         self.hostviews = HostViews(
             topo, {h: self.root / "hosts" / h for h in hosts}, layout.take(pa.array(self._nic_rows)),
             self.profile.nic.driver,

@@ -155,3 +155,21 @@ def test_a_drawn_clean_baseline_sends_traffic_over_the_spines() -> None:
     rows = last.filter(pc.is_in(last["device"].cast(pa.string()), pa.array(sorted(spines))))
     moved = rows.filter(pc.equal(rows["metric"].cast(pa.string()), "tx_bytes"))
     assert moved.num_rows and pc.sum(moved["value"]).as_py() > 0
+
+
+def test_some_runs_have_a_storage_array_no_collector_reads_serving_job_hosts() -> None:
+    """Issue 28 item 3: in about one run of two a storage array (`unmonitored`) on a port no job and no incident
+    uses serves reads to job hosts over the lossless priority; the rest of the draw does not depend on it."""
+    kinds = {name: [drawn(name, s) for s in SEEDS[:20]] for name in ("baseline", "incast", "pfc_storm")}
+    for name, scenarios in kinds.items():
+        with_array = [sc for sc in scenarios if sc.unmonitored]
+        assert 0 < len(with_array) < len(scenarios), name
+        for sc in with_array:
+            (array,) = sc.unmonitored
+            (read,) = sc.traffic
+            busy = {h for j in place(Topology(sc.fabric), sc.jobs, sc.seed) for h in j.hosts}
+            named = {v for inc in sc.incidents for v in inc.model_dump().values() if isinstance(v, str)}
+            named |= {h for inc in sc.incidents for v in inc.model_dump().values() if isinstance(v, list) for h in v}
+            assert array not in busy and array not in named
+            assert set(read.senders) == {array} and set(read.receivers) <= busy and read.priority is None
+            assert not read.placed and read.end is not None and read.end <= sc.duration

@@ -279,3 +279,25 @@ def test_a_restarted_switch_reads_nothing_until_it_is_back() -> None:
     assert read_at["spine-01"] == [1, 2, 3, 9, 10, 11]
     with pytest.raises(SimError, match="no device"):
         gear.restart("spine-99", START, 1.0)
+
+
+@pytest.mark.parametrize("profile", ["ideal", "sonic-broadcom", "arista-eos"])
+def test_an_unmonitored_device_reports_nothing_but_its_neighbours_lldp_names_it(profile: str) -> None:
+    """A storage array (a host no job runs on) that no collector reads: none of its counters, LLDP, NIC inventory
+    or QP records land; the switches' LLDP (where the profile has it) still names it; every other host reports."""
+    sc = load_scenario("pfc_storm")
+    array = sc.model_copy(update={"name": f"pfc_storm_unmonitored_{profile}", "unmonitored": ["gpu-016"]})
+    r = run(profile, array, seconds=4.0)
+    reporting = {str(d) for t in r.out for d in t.column("device").to_pylist()}
+    hosts = {d.name for d in r.world.topology.devices if d.role == "host"}
+    assert "gpu-016" not in reporting and hosts - {"gpu-016"} <= reporting
+    assert {str(d) for d in r.raw[-1].column("device").to_pylist()} >= hosts  # the engine still runs it
+    tables = static_tables(r.world, r.gear)
+    links = tables["links"].to_pandas()
+    assert "gpu-016" not in set(links.device)
+    if r.gear.profile.lldp != "hosts":
+        assert "gpu-016" in set(links.peer_device)  # its leaf's LLDP sees it
+    assert "gpu-016" not in set(tables["qp_owners"].column("host").to_pylist())
+    assert r.gear.monitored("gpu-015") and not r.gear.monitored("gpu-016")
+    with pytest.raises(SimError, match="no device gpu-999"):
+        Gear(load_profile(profile), build_world(array.model_copy(update={"unmonitored": ["gpu-999"]}), 1.0, START))
