@@ -123,6 +123,17 @@ class SlowdownParams(Params):
         "bucket; the slack lets a cause timed a read apart explain it (errs toward not calling it unexplained).",
         ge=0,
     )
+    shared_port_busy: float = threshold(
+        0.5,
+        "A microburst finding whose port averaged at least this busy may explain a spell.",
+        "derivation: bursts cannot explain a spell because each drains within a read on a port far from saturation, "
+        "delaying what it held by a drain time (`CANNOT_EXPLAIN`). A port busy over half its time, in a finding that "
+        "began with the spell, carried traffic that was not there before: DCQCN converges competing flows to fair "
+        "shares, so whenever the job's transfers met that traffic there they got half the line rate or less and took "
+        "twice as long or more, a bandwidth share and no drain time.",
+        gt=0,
+        le=1,
+    )
     critical_inflation: float = threshold(
         2.0,
         "Spells this slow are critical.",
@@ -222,23 +233,36 @@ def _edges(
     return first, last
 
 
-#: Findings that cannot explain a sustained slowdown, whenever they are. A microburst is, by its definition, a queue
-#: that built and drained within a read with its port far from saturated: each burst delays what it holds by the
-#: time to drain its peak (32 MB at 400G: 0.64 ms), where a spell is collectives `min_inflation` (30%) slower for
-#: `min_seconds` (30 s), tens to hundreds of milliseconds a collective. Congestion that holds a job back that long
-#: keeps queues standing and ports saturated or paused for reads on end: an incast, a storm, an imbalance.
+#: Findings that cannot explain a sustained slowdown, whenever they are, unless their port was busy
+#: (`SlowdownParams.shared_port_busy`). A microburst is, by its definition, a queue that built and drained within a
+#: read with its port far from saturated: each burst delays what it holds by the time to drain its peak (32 MB at
+#: 400G: 0.64 ms), where a spell is collectives `min_inflation` (30%) slower for `min_seconds` (30 s), tens to hundreds
+#: of milliseconds a collective. Congestion that holds a job back that long keeps queues standing and ports saturated
+#: or paused for reads on end: an incast, a storm, an imbalance, or traffic that shares the job's port.
 CANNOT_EXPLAIN = frozenset({"microburst"})
 
 
 def _explained(
-    ctx: Context, job: str, start: dt.datetime, end: dt.datetime, slack: dt.timedelta, onset: dt.timedelta
+    ctx: Context,
+    p: SlowdownParams,
+    job: str,
+    start: dt.datetime,
+    end: dt.datetime,
+    slack: dt.timedelta,
+    onset: dt.timedelta,
 ) -> list[Finding]:
     """Earlier findings of another kind that overlap the spell, concern the job and began with it: at most `onset`
     before the spell's start. A cause the job ran under for a whole spell's length at its usual speed (congestion
     that was there all along: a tree's fan-in, a busy storage reader) was not slowing it, and cannot explain why it
-    slowed later; nor can bursts too short to hold a job back (`CANNOT_EXPLAIN`)."""
+    slowed later; nor can bursts too short to hold a job back (`CANNOT_EXPLAIN`) on a port mostly idle."""
     near = concerning(ctx.prior, ctx.fabric, job, start, end, slack)
-    return [f for f in near if f.kind != KIND and f.kind not in CANNOT_EXPLAIN and f.start >= start - onset]
+    return [
+        f
+        for f in near
+        if f.kind != KIND
+        and (f.kind not in CANNOT_EXPLAIN or float(f.evidence.get("utilization") or 0.0) >= p.shared_port_busy)
+        and f.start >= start - onset
+    ]
 
 
 def _scores(
@@ -334,7 +358,7 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
         mine = _records(judged, p).filter(pl.col("job_id") == job)
         start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
         seconds = (end - start).total_seconds()
-        if seconds < p.min_seconds - 1e-6 or _explained(ctx, job, start, end, slack, onset):
+        if seconds < p.min_seconds - 1e-6 or _explained(ctx, p, job, start, end, slack, onset):
             continue
         scored, method, job_excess = _scores(mine, start, end, p)
         named = _stragglers(ctx, p, job, scored, mine)

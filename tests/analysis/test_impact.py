@@ -126,6 +126,34 @@ def test_microbursts_that_began_with_the_straggler_do_not_explain_it(store: Stor
     assert slow.devices == ("node-5",)
 
 
+def test_traffic_that_fills_the_jobs_port_from_when_it_slowed_explains_the_slowdown(
+    store: Store, now: dt.datetime
+) -> None:
+    """From 120 s other traffic (a storage array's reads) fills node-2's port to 85% of its line rate, and every rank
+    of the job runs 1.6x slower: the job's transfers through that port share its bandwidth. Its queue still drains
+    within each read (a train of bursts, not a standing queue), but the port is busy, not idle: the slowdown is
+    explained, not reported as one with "no fabric finding on its hosts or paths"."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5e", slow=steps((*SLOW, 1.6), base=1.0))
+    job.place(t)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", f"Ethernet1/{i}")
+        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.1 * LINE), Clock(1.0, (0.13 * i) % 1.0))
+        sent = steps((SLOW[0], 300.0, 0.85 * LINE), base=0.1 * LINE) if i == 3 else steps(base=0.1 * LINE)
+        t.counter("leaf1", "switch", f"Ethernet1/{i}", "tx_bytes", sent, PORT_CLOCK)
+    shared = (SLOW[0], 300.0)
+    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
+    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps((*shared, 9e6)), WM_CLOCK, priority=3)
+    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps((*shared, 3e4)), QUEUE_CLOCK, 3)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    result = analyze(store, t.window, write=False)
+    (burst,) = [f for f in result.findings if f.kind == "microburst"]
+    assert burst.evidence["utilization"] > 0.5  # 60 s watermark reads: the first one half before the traffic came
+    assert abs((burst.start - t.window.start).total_seconds() - SLOW[0]) <= 10
+    assert not [f for f in result.findings if f.kind == "unexplained_slowdown"]
+
+
 def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5b", slow=steps((*SLOW, 1.6), base=1.0))
