@@ -333,7 +333,7 @@ def _import_kind(
     """Import recorded device output of one kind through the configured transport; what each file gave is
     said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason. A file
     the import ledger holds (the same bytes, kind and options) is skipped unless `again`."""
-    from rocescope.collectors import importers
+    from rocescope.collectors import importers, sonic_dump
     from rocescope.collectors.common.health import NONNUMERIC
     from rocescope.collectors.common.json_text import load_json
     from rocescope.collectors.common.rows import CounterRows
@@ -439,12 +439,12 @@ def _import_kind(
                         ship([endpoints_batch(placed, "slurm")] if placed else [], str(path), bad)
                     elif kind is ImportKind.sonic:
                         doc = load_json(data, str(path))
-                        rows, links, bad = importers.sonic_dump(doc, name, when)
+                        rows, links, bad = sonic_dump.sonic_dump(doc, name, when)
                         batches = rows.to_batches("switch", "import") + (
                             [links_batch(links, when, name)] if links else []
                         )
                         # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
-                        aliases = [Neighbor(name, a, name, port) for port, a in importers.port_aliases(doc).items()]
+                        aliases = [Neighbor(name, a, name, port) for port, a in sonic_dump.port_aliases(doc).items()]
                         batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
                         why = {NONNUMERIC: rows.nonnumeric}
                         ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)

@@ -20,7 +20,8 @@ import pyarrow.parquet as pq
 from rocescope.cli import app
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.counters_file import canonical_counters
-from rocescope.collectors.importers import gnmic_rows, port_aliases, sonic_dump
+from rocescope.collectors.importers import gnmic_rows
+from rocescope.collectors.sonic_dump import port_aliases, sonic_dump
 
 from store_cli import runner, sql_rows, store_config
 

@@ -11,8 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rocescope.cli import app
-from rocescope.collectors.importers import gnmic_documents, gnmic_rows, sonic_dump, source_device
+from rocescope.collectors.importers import gnmic_documents, gnmic_rows, source_device
 from rocescope.collectors.lldp.parse import Neighbor
+from rocescope.collectors.sonic_dump import sonic_dump
 from rocescope.errors import DecodeError
 from rocescope.sim.facades.lldp import lldp_neighbors_json
 from rocescope.sim.facades.pods import pod_list_json

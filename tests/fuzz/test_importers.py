@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from rocescope.collectors import importers
+from rocescope.collectors import importers, sonic_dump
 from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
@@ -66,7 +66,7 @@ def test_gnmic_good_events_around_a_bad_one_are_kept() -> None:
 def _sonic(name: str) -> Any:
     def parse(data: bytes) -> None:
         # exactly what `rocescope import --kind sonic` does with a file's bytes
-        rows, links, _ = importers.sonic_dump(load_json(data, name), name, AT)
+        rows, links, _ = sonic_dump.sonic_dump(load_json(data, name), name, AT)
         rows.to_batches("switch", "import")
         if links:
             links_batch(links, AT, name)

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from rocescope import config
-from rocescope.collectors import importers
+from rocescope.collectors import importers, sonic_dump
 from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.gnmi.decode import GnmiDecoder
 from rocescope.collectors.gnmi.paths import parse_path
@@ -43,7 +43,7 @@ def test_lone_surrogates_do_not_fail_the_batch() -> None:
     assert {b.key for b in rows.to_batches("switch", "import")} == {"leaf1", "leaf?"}
 
     dump = b'{"COUNTERS_PORT_NAME_MAP": {"Ethernet0": "oid:0x1"}, "COUNTERS:oid:0x1": {"SAI_\xed\xa0\x80": "7"}}'
-    rows, _, _ = importers.sonic_dump(load_json(dump, "dump"), "sw", AT)
+    rows, _, _ = sonic_dump.sonic_dump(load_json(dump, "dump"), "sw", AT)
     assert sum(b.num_rows for b in rows.to_batches("switch", "import")) == 1
 
     lldp = {
