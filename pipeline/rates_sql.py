@@ -44,6 +44,12 @@ MIN_CHANGES = 8
 MIN_REGULAR_SHARE = 0.9
 #: ... and the shortest at least this many reads: a group refreshed as often as it is read has no re-sends.
 MIN_READS_PER_REFRESH = 2.0
+#: Counters of a link's state machine, never a refresh group: the port counts each down (and up) as it happens and
+#: every read returns the count (mlx5's `link_down_events_phy`, OpenConfig's `carrier-transitions`: no flex counter
+#: poll in between), so their changes keep the events' own timing. A link flapping on a steady period (an
+#: auto-negotiation loop) changes them at regular spacings that are no refresh; taken for one, its first flap would
+#: be spread back over every read since the counter last moved.
+LINK_EVENT_COUNTERS = ("link_down_events", "carrier_transitions")
 
 
 def _changes_sql(rows: str) -> str:
@@ -104,6 +110,7 @@ def _candidate_series_sql(rows: str) -> str:
             max(changes * {MIN_READS_PER_REFRESH} - (reads - 1)) OVER g AS too_often
         FROM (
             SELECT {SOURCE_SERIES}, count() AS reads, uniqExact(value) - 1 AS changes FROM ({rows})
+            WHERE toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
             GROUP BY {SOURCE_SERIES}
         )
         WINDOW g AS (PARTITION BY {group})

@@ -455,7 +455,7 @@ METRICS: tuple[Metric, ...] = (
     _m("link_down_events", "events", "counter", "Transitions of the link to down (flaps).",
        mlx5=("link_down_events_phy",), bnxt=("link_down_events",), ib_port=("link_downed",)),
     _m("carrier_transitions", "events", "counter", "Link up/down transitions, both directions.",
-       openconfig=("state/counters/carrier-transitions",)),
+       openconfig=("state/counters/carrier-transitions",), srlinux=("statistics/carrier-transitions",)),
     _m("fec_corrected_blocks", "blocks", "counter", "FEC codewords (blocks) received with corrected errors.",
        bnxt=("rx_fec_corrected_blocks",), sonic_sai=("SAI_PORT_STAT_IF_IN_FEC_CORRECTABLE_FRAMES",),
        openconfig=("ethernet/state/counters/fec-corrected-blocks",)),

@@ -56,6 +56,7 @@ SERIES: tuple[Series, ...] = (
     Series("rx_fcs_errors", "pc", K.C_FCS_ERRORS, "switch"),
     Series("tx_ecn_marked_packets", "pc", K.C_ECN_MARKED, "switch"),
     Series("oper_up", "oper", 0, "switch"),
+    Series("carrier_transitions", "pc", K.C_CARRIER, "switch"),
     Series("port_speed_bps", "speed", 0, "switch"),
     Series("pfc_rx_pause", "pq", K.Q_PFC_RX, "switch"),
     Series("pfc_tx_pause", "pq", K.Q_PFC_TX, "switch"),

@@ -287,8 +287,8 @@ class Engine(Stepper):
             self._down.update((a, b))
             self._down_pairs.add((device, self.topology.ports[a].name))
             self._net.cap[a] = self._net.cap[b] = 0.0
-            self._cnt.pc[a, K.C_LINK_DOWN] += 1
-            self._cnt.pc[b, K.C_LINK_DOWN] += 1
+            self._cnt.pc[[a, b], K.C_LINK_DOWN] += 1
+            self._cnt.pc[[a, b], K.C_CARRIER] += 1
             self._reroute_all()
 
         def off() -> None:
@@ -325,6 +325,7 @@ class Engine(Stepper):
         self._down_pairs = {(d, p) for d, p in self._down_pairs if self.port_id((d, p)) not in (a, b)}
         self._net.cap[a] = self._line[a]
         self._net.cap[b] = self._line[b]
+        self._cnt.pc[[a, b], K.C_CARRIER] += 1
         self._reroute_all()
 
     def set_ecmp(self, ecmp: Ecmp) -> None:

@@ -98,7 +98,8 @@ C_RDMA_TX_BYTES = 15
 C_RDMA_RX_BYTES = 16
 C_RDMA_TX_PKTS = 17
 C_RDMA_RX_PKTS = 18
-NPC = 19
+C_CARRIER = 19  # carrier transitions, down and up (a switch port's `carrier-transitions`)
+NPC = 20
 
 # per-port, per-priority counters (Counters.pq last axis)
 Q_TX_BYTES = 0

@@ -158,6 +158,22 @@ def test_a_counter_refreshed_as_often_as_it_is_read_keeps_every_read(any_store: 
     assert fcs.height == 59 and sorted(fcs["rate"].to_list())[-6:] == [10.0] * 6
 
 
+def test_a_link_flapping_on_a_steady_period_keeps_each_transition_at_its_read(
+    any_store: Store, now: dt.datetime
+) -> None:
+    """A link down 2 s every 10 s (an auto-negotiation loop) changes its carrier transitions at spacings of 2 and 8 s,
+    as regular as a 2 s refresh; the port counts them as they happen and is read every second, so the first flap
+    is read in the second it came, not spread back over the 20 quiet seconds before it."""
+    flaps = [(20 + 10 * k, 20 + 10 * k + 2) for k in range(4)]
+    samples = [(t + 0.3, float(sum((down <= t) + (up <= t) for down, up in flaps))) for t in range(61)]
+    any_store.insert("counters", rows(now, samples, "carrier_transitions", raw_name="carrier-transitions", priority=-1))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    got = frames.rates(["carrier_transitions"], min_rate=1e-9).sort("ts")
+    assert got.height == 8 and got["dt_s"].to_list() == pytest.approx([1.0] * 8)
+    assert got["ts"][0] == now + dt.timedelta(seconds=20.3)
+    assert not frames.resent_groups()
+
+
 def fresh_rates(store: Store, now: dt.datetime, metric: str) -> pl.DataFrame:
     """The `port_rates_fresh` view over the test's minute, as SQL queries it; and `port_rates_fresh_of`, as the
     dashboards do (naming the metric): the same rows."""

@@ -17,7 +17,7 @@ from rocescope.sim.gear import WATERMARKS, Gear
 from rocescope.sim.incidents import World, build_world
 from rocescope.sim.profile import GROUPS, Profile, ProfileError, load_profile, profile_names
 from rocescope.sim.run import simulate, static_tables, with_profile
-from rocescope.sim.scenario import Scenario, load_scenario
+from rocescope.sim.scenario import LinkFlap, Scenario, load_scenario
 
 START = dt.datetime(2025, 1, 1, tzinfo=dt.UTC)
 #: the pfc_storm scenario (16 hosts x 2 rails, gpu-005:eth0 storms from 60 s to 90 s), long enough for
@@ -301,3 +301,32 @@ def test_an_unmonitored_device_reports_nothing_but_its_neighbours_lldp_names_it(
     assert r.gear.monitored("gpu-015") and not r.gear.monitored("gpu-016")
     with pytest.raises(SimError, match="no device gpu-999"):
         Gear(load_profile(profile), build_world(array.model_copy(update={"unmonitored": ["gpu-999"]}), 1.0, START))
+
+
+@pytest.mark.parametrize("profile", ["srlinux", "cumulus"])
+def test_switches_that_count_carrier_transitions_count_each_flap_twice(profile: str) -> None:
+    """SR Linux (`statistics/carrier-transitions`) and Cumulus Linux (OpenConfig `state/counters/carrier-transitions`)
+    count every oper status change, down and up: a flap of 2 s every 10 s is two transitions at both ends of the
+    cable, however briefly the link was down between two reads."""
+    flaps = load_scenario("link_flap").model_copy(
+        update={
+            "name": f"link_flap_{profile}",
+            "incidents": [
+                LinkFlap(
+                    kind="link_flap", start=2.0, end=25.0, device="leaf-r0-01", port="Ethernet32", period=10.0, down=2.0
+                )
+            ],
+        }
+    )
+    r = run(profile, flaps, seconds=30.0)
+    df = r.frame()
+    seen = df[df.metric == "carrier_transitions"]
+    assert set(seen.device) >= {"leaf-r0-01"} and (seen.role == "switch").all()
+    peer = r.world.topology.port("leaf-r0-01", "Ethernet32")
+    ends = {("leaf-r0-01", r.gear.names.local("leaf-r0-01", "Ethernet32")),
+            (peer.peer_device, r.gear.names.local(peer.peer_device, peer.peer_port))}  # fmt: skip
+    for device, port in ends:
+        last = seen[(seen.device == device) & (seen.port == port)].sort_values("ts").value.iloc[-1]
+        assert last == 2 * 3  # downs at 2, 12 and 22 s, each back up 2 s later
+    quiet = seen[~seen.apply(lambda row: (row.device, row.port) in ends, axis=1)]
+    assert (quiet.value == 0).all()
