@@ -28,7 +28,7 @@ from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
 from rocescope.analysis.report.blame import case_items, job_costs
-from rocescope.analysis.run import analyze
+from rocescope.analysis.run import AnalysisResult, analyze
 from rocescope.pipeline.store import Store
 
 from telemetry import Clock, Telemetry, steps
@@ -100,6 +100,25 @@ def test_congestion_the_job_ran_under_at_its_usual_speed_does_not_explain_its_st
     assert abs((slow.start - t.window.start).total_seconds() - SLOW[0]) <= 10
 
 
+def _bursts_into_node_2_from_the_slowdown(store: Store, t: Telemetry, job: RingJob, busy: float) -> AnalysisResult:
+    """`job` on one leaf (as `one_leaf`), with bursts into node-2's 400G port from the slowdown's start to the end
+    (watermark reads every 60 s, ECN marks every 10 s) and the port `busy` (a share of its line rate) meanwhile;
+    analyzed."""
+    job.place(t)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", f"Ethernet1/{i}")
+        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.1 * LINE), Clock(1.0, (0.13 * i) % 1.0))
+        sent = steps((SLOW[0], 300.0, busy * LINE), base=0.1 * LINE) if i == 3 else steps(base=0.1 * LINE)
+        t.counter("leaf1", "switch", f"Ethernet1/{i}", "tx_bytes", sent, PORT_CLOCK)
+    bursts = (SLOW[0], 300.0)
+    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
+    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps((*bursts, 9e6)), WM_CLOCK, priority=3)
+    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps((*bursts, 3e4)), QUEUE_CLOCK, 3)
+    t.land(store)
+    land_collectives(store, job.records(t.start, 300))
+    return analyze(store, t.window, write=False)
+
+
 def test_microbursts_that_began_with_the_straggler_do_not_explain_it(store: Store, now: dt.datetime) -> None:
     """Bursts into node-2 from the moment node-5 began to arrive late (a straggler shifts when the job's ranks send,
     and with it where queues build): each drains in a fraction of a millisecond and leaves the port idle most of
@@ -107,19 +126,7 @@ def test_microbursts_that_began_with_the_straggler_do_not_explain_it(store: Stor
     that long; the straggler is still found."""
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5d", late={5: steps((*SLOW, 15_000.0))})
-    job.place(t)
-    for i, host in enumerate(HOSTS, start=1):  # as one_leaf, with the bursts' bytes on node-2's port
-        t.link(host, "eth0", "leaf1", f"Ethernet1/{i}")
-        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.1 * LINE), Clock(1.0, (0.13 * i) % 1.0))
-        sent = steps((SLOW[0], 300.0, 0.3 * LINE), base=0.1 * LINE) if i == 3 else steps(base=0.1 * LINE)
-        t.counter("leaf1", "switch", f"Ethernet1/{i}", "tx_bytes", sent, PORT_CLOCK)
-    bursts = (SLOW[0], 300.0)
-    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
-    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps((*bursts, 9e6)), WM_CLOCK, priority=3)
-    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps((*bursts, 3e4)), QUEUE_CLOCK, 3)
-    t.land(store)
-    land_collectives(store, job.records(now, 300))
-    result = analyze(store, t.window, write=False)
+    result = _bursts_into_node_2_from_the_slowdown(store, t, job, busy=0.3)
     (burst,) = [f for f in result.findings if f.kind == "microburst"]
     assert abs((burst.start - t.window.start).total_seconds() - SLOW[0]) <= 10  # began with the slowdown
     (slow,) = [f for f in result.findings if f.kind == "unexplained_slowdown"]
@@ -135,19 +142,7 @@ def test_traffic_that_fills_the_jobs_port_from_when_it_slowed_explains_the_slowd
     explained, not reported as one with "no fabric finding on its hosts or paths"."""
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5e", slow=steps((*SLOW, 1.6), base=1.0))
-    job.place(t)
-    for i, host in enumerate(HOSTS, start=1):
-        t.link(host, "eth0", "leaf1", f"Ethernet1/{i}")
-        t.counter(host, "nic", "eth0", "tx_bytes", steps(base=0.1 * LINE), Clock(1.0, (0.13 * i) % 1.0))
-        sent = steps((SLOW[0], 300.0, 0.85 * LINE), base=0.1 * LINE) if i == 3 else steps(base=0.1 * LINE)
-        t.counter("leaf1", "switch", f"Ethernet1/{i}", "tx_bytes", sent, PORT_CLOCK)
-    shared = (SLOW[0], 300.0)
-    t.gauge("leaf1", "switch", "Ethernet1/3", "port_speed_bps", steps(base=8 * LINE), PORT_CLOCK)  # 400G
-    t.gauge("leaf1", "switch", "Ethernet1/3", "queue_watermark_bytes", steps((*shared, 9e6)), WM_CLOCK, priority=3)
-    t.counter("leaf1", "switch", "Ethernet1/3", "queue_ecn_marked_packets", steps((*shared, 3e4)), QUEUE_CLOCK, 3)
-    t.land(store)
-    land_collectives(store, job.records(now, 300))
-    result = analyze(store, t.window, write=False)
+    result = _bursts_into_node_2_from_the_slowdown(store, t, job, busy=0.85)
     (burst,) = [f for f in result.findings if f.kind == "microburst"]
     assert burst.evidence["utilization"] > 0.5  # 60 s watermark reads: the first one half before the traffic came
     assert abs((burst.start - t.window.start).total_seconds() - SLOW[0]) <= 10
