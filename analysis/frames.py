@@ -140,6 +140,13 @@ QP_PEERS_SCHEMA: dict[str, pl.DataType] = {
     "dest_ip": pl.String(),
     "job_id": pl.String(),
 }
+QP_PAIRS_SCHEMA: dict[str, pl.DataType] = {
+    "host": pl.String(),
+    "rdma_dev": pl.String(),
+    "qpn": pl.Int64(),
+    "dest_qpn": pl.Int64(),
+    "dest_ip": pl.String(),
+}
 FLOW_SAMPLES_SCHEMA: dict[str, pl.DataType] = {
     "capture_point": pl.String(),
     "src_ip": pl.String(),
@@ -663,6 +670,19 @@ WHERE seen_at < {end:DateTime64(9, 'UTC')} AND seen_at >= {lo:DateTime64(9, 'UTC
 ORDER BY host, rdma_dev, dest_ip"""
         peers = _plain(self._query(("qp_peers",), sql, self._params(())), QP_PEERS_SCHEMA, "qp_peers")
         return self.named(peers, ("host",))
+
+    def qp_pairs(self) -> pl.DataFrame:
+        """Queue pairs seen up to the window's end with both numbers (QP_PAIRS_SCHEMA: host, rdma_dev, qpn,
+        dest_qpn, dest_ip): a connection whose two ends both report pairs up (`qpn` of one is `dest_qpn` of the
+        other), which names the host behind a remote address without an inventory."""
+        sql = """
+SELECT DISTINCT toString(host) AS host, toString(rdma_dev) AS rdma_dev, toInt64(qpn) AS qpn,
+    toInt64(dest_qpn) AS dest_qpn, toString(dest_ip) AS dest_ip
+FROM qp_owners
+WHERE seen_at < {end:DateTime64(9, 'UTC')} AND seen_at >= {lo:DateTime64(9, 'UTC')} - INTERVAL 1 DAY
+ORDER BY host, rdma_dev, qpn"""
+        pairs = _plain(self._query(("qp_pairs",), sql, self._params(())), QP_PAIRS_SCHEMA, "qp_pairs")
+        return self.named(pairs, ("host",))
 
     def named(self, frame: pl.DataFrame, columns: Sequence[str]) -> pl.DataFrame:
         """`frame` with the names other sources give devices (FQDN, case) replaced by their counters' (`names`)."""

@@ -29,7 +29,9 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   CNPs is no such evidence: under training traffic nearly every NIC handles some, at rates spread over decades by
   its flows' paths; where they are not read, it is all there is (it was marked, and handled less). Suspects
   are taken in order of their shortfall while the lost CNPs still explain them, so a NIC that merely sees less
-  congestion than its job-mates is not blamed for a loss another NIC explains;
+  congestion than its job-mates is not blamed for a loss another NIC explains. Only CNPs nobody could have handled
+  count as lost here: what NICs with a queue pair to a peer that counts no CNPs (a storage array nobody monitors;
+  peers named by `endpoints` or by the pair's other end reporting it) sent is taken out, a lower bound on the loss;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
   them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
@@ -348,6 +350,52 @@ def _fabric_jobs(
     return tuple(sorted(mine & behind or mine))
 
 
+def _hosts_at(ctx: Context) -> dict[str, str]:
+    """Remote address -> host, where known: the job placements' (`endpoints`), and a queue pair's remote address
+    where its other end reports the pair (the remote host's QP numbered as this one's `dest_qpn`, pointing back)."""
+    host_of = {ip: h for h, ip in ctx.frames.endpoints().select("host", "ip").iter_rows() if ip}
+    qps = ctx.frames.qp_pairs()
+    if not qps.is_empty():
+        back = qps.select(
+            pl.col("host").alias("remote"), pl.col("qpn").alias("dest_qpn"), pl.col("dest_qpn").alias("qpn")
+        )
+        answered = qps.join(back, on=["qpn", "dest_qpn"]).filter(pl.col("remote") != pl.col("host"))
+        for ip, remote in answered.select("dest_ip", "remote").unique().iter_rows():
+            host_of.setdefault(ip, remote)
+    return host_of
+
+
+def _unverifiable_senders(ctx: Context) -> pl.DataFrame:
+    """(device, rdma_dev) of the NICs with a queue pair to an address no host that counts CNPs is known at (a
+    storage array nobody monitors, a host without a collector): the CNPs they send may be handled where nobody
+    counts, so the fabric's balance cannot call them lost."""
+    qps = ctx.frames.qp_pairs()
+    if qps.is_empty():
+        return pl.DataFrame(schema={"device": pl.String(), "rdma_dev": pl.String()})
+    host_of = _hosts_at(ctx)
+    counting = ctx.frames.reporting(HANDLED) | ctx.frames.reporting(RECEIVED)
+    unseen = [ip for ip in qps["dest_ip"].unique().to_list() if host_of.get(ip) not in counting]
+    return qps.filter(pl.col("dest_ip").is_in(unseen)).select(pl.col("host").alias("device"), "rdma_dev").unique()
+
+
+def _verifiable(ctx: Context, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
+    """`balance` with the CNPs that NICs with unmonitored peers (`_unverifiable_senders`) sent taken out of the
+    lost ones: they may have been handled where nobody counts, and a NIC that handles fewer than its job-mates is
+    a suspect only where the CNPs nobody could have handled explain its shortfall (a lower bound on the loss)."""
+    unseen = _unverifiable_senders(ctx)
+    if unseen.is_empty():
+        return balance
+    rdma_dev = pl.col("port").str.split("/").list.first().alias("rdma_dev")
+    maybe = (
+        nic.with_columns(rdma_dev)
+        .join(unseen, on=["device", "rdma_dev"])
+        .group_by("bucket")
+        .agg(pl.col(SENT).sum().alias("_unverifiable"))
+    )
+    lost = (pl.col("fabric_lost") - pl.col("_unverifiable").fill_null(0.0)).clip(lower_bound=0.0)
+    return balance.join(maybe, on="bucket", how="left").with_columns(lost.alias("fabric_lost")).drop("_unverifiable")
+
+
 def _unmonitored_peers(
     ctx: Context, receivers: list[tuple[str, str]], start: dt.datetime, end: dt.datetime
 ) -> list[str] | None:
@@ -356,7 +404,7 @@ def _unmonitored_peers(
     peer is known at all."""
     frames = ctx.frames
     ep = frames.endpoints()
-    host_of = {ip: h for h, ip in ep.select("host", "ip").iter_rows() if ip}
+    host_of = _hosts_at(ctx)
     mine = sorted({ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if (h, n) in receivers and ip})
     hosts = sorted({h for h, _ in receivers})
     peers = set(frames.qp_peers().filter(pl.col("host").is_in(hosts))["dest_ip"].to_list())
@@ -462,7 +510,7 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     if nic.is_empty():
         return []
     balance = _balance(nic)
-    bad = _suspects(ctx, p, nic, balance)
+    bad = _suspects(ctx, p, nic, _verifiable(ctx, nic, balance))
     findings = _nic_findings(ctx, p, bad) if not bad.is_empty() else []
     return findings + _fabric_findings(ctx, p, nic, balance, bad)
 

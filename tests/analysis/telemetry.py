@@ -66,7 +66,7 @@ class Telemetry:
     counters: list[tuple[dt.datetime, str, str, str, int, str, float]] = field(default_factory=list)
     links: list[tuple[str, str, str, str, str]] = field(default_factory=list)
     endpoints: list[tuple[str, str, str, str, str, int]] = field(default_factory=list)
-    qps: list[tuple[str, str, str]] = field(default_factory=list)
+    qps: list[tuple[str, str, str, int, int]] = field(default_factory=list)
 
     @property
     def window(self) -> Window:
@@ -130,9 +130,13 @@ class Telemetry:
     def endpoint(self, job: str, host: str, netdev: str, rdma_dev: str, ip: str, rank: int) -> None:
         self.endpoints.append((job, host, netdev, rdma_dev, ip, rank))
 
-    def qp(self, host: str, rdma_dev: str, dest_ip: str) -> None:
-        """An RDMA connection (a QP owner row, as eBPF or `rdma resource show qp` gives it)."""
-        self.qps.append((host, rdma_dev, dest_ip))
+    def qp(self, host: str, rdma_dev: str, dest_ip: str, qpn: int | None = None, dest_qpn: int | None = None) -> None:
+        """An RDMA connection (a QP owner row, as eBPF or `rdma resource show qp` gives it); its numbers, where a test
+        pairs it with its other end, else numbers no other QP answers."""
+        n = len(self.qps)
+        self.qps.append(
+            (host, rdma_dev, dest_ip, 100 + n if qpn is None else qpn, 200 + n if dest_qpn is None else dest_qpn)
+        )
 
     def land(self, store: Store) -> None:
         rows = self.counters
@@ -186,8 +190,8 @@ class Telemetry:
             qp = {
                 "host": [r[0] for r in self.qps],
                 "rdma_dev": [r[1] for r in self.qps],
-                "qpn": pa.array(range(100, 100 + n), pa.uint32()),
-                "dest_qpn": pa.array(range(200, 200 + n), pa.uint32()),
+                "qpn": pa.array([r[3] for r in self.qps], pa.uint32()),
+                "dest_qpn": pa.array([r[4] for r in self.qps], pa.uint32()),
                 "dest_ip": [r[2] for r in self.qps],
                 "pid": pa.array([4242] * n, pa.uint32()),
                 "comm": ["reader"] * n,

@@ -147,6 +147,34 @@ def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
     assert 0.2 < loss.evidence["handled_share"] < 0.4
 
 
+@pytest.mark.parametrize("peer", ["a storage array nobody monitors", "a monitored host no inventory names"])
+def test_cnps_a_peer_nobody_counts_may_have_handled_do_not_make_a_nic_that_handles_fewer_a_suspect(
+    store: Store, now: dt.datetime, peer: str
+) -> None:
+    """As `test_partial_cnp_loss_at_one_nic`, but gpu-09 also has a QP to 10.0.9.99: where that is a storage array
+    nobody monitors, the 350 CNPs/s the job's NICs do not handle may be the ones gpu-09 sent the array, so gpu-02
+    handling fewer than its job-mates is no evidence of loss. Where the other end of that QP reports it (gpu-01's
+    QP numbered as its remote, pointing back), 10.0.9.99 is gpu-01's, which counts CNPs: the loss is gpu-02's."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    on, senders = (60.0, 170.0), HOSTS[:4]
+    for i, host in enumerate(HOSTS, start=1):
+        handled = 150.0 if host == "gpu-02" else 500.0 if host in senders else 0.0
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, handled)), nic_clock(i))
+        t.counter(
+            host, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 2000.0)) if host == "gpu-09" else steps(), nic_clock(i)
+        )
+    t.qp("gpu-09", "mlx5_0", "10.0.9.99", qpn=7001, dest_qpn=7002)
+    if peer == "a monitored host no inventory names":
+        t.qp("gpu-01", "mlx5_0", "10.0.0.9", qpn=7002, dest_qpn=7001)
+    t.land(store)
+    loss = found(store, t, "cnp_loss")
+    if peer == "a storage array nobody monitors":
+        assert loss == []
+    else:
+        assert [f.ports for f in loss] == [("gpu-02:mlx5_0/1", "gpu-02:eth0")]
+
+
 def test_a_spine_uplink_imbalanced_towards_the_super_spines_of_a_three_tier_fabric(
     store: Store, now: dt.datetime
 ) -> None:

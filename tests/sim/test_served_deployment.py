@@ -4,7 +4,8 @@ stamped with the send time, as sonic-gnmi does, one switch's clock runs 2.5 s ah
 way, another's interface counters are polled over SNMP as well, and a spine restarts (SONiC's fast-reboot: its links
 down 25 s, its counters from zero, its telemetry silent 90 s). The re-sends, the step, the second source and the
 restart reach the store; the detectors read them as the gear refreshed them: the storm is found at its root, the
-restart is one device event at the spine, and nothing anywhere else."""
+restart is one device event at the spine, and nothing anywhere else. One host (`UNMONITORED`) runs no collector: none
+of its own rows land, its leaf's LLDP still names it."""
 
 from __future__ import annotations
 
@@ -19,9 +20,11 @@ from rocescope.analysis.run import analyze
 from rocescope.config import Settings, StoreConfig, TransportConfig
 from rocescope.pipeline.store import open_store, query_polars
 from rocescope.sim.run import RunSummary
+from rocescope.sim.scenario import load_scenario
 from rocescope.sim.serve import ServeStats, serve_scenario
 
 SCENARIO = "pfc_storm"  # gpu-005 eth0 stuck pausing 60-90 s
+UNMONITORED = "gpu-012"  # a host of the job the storm does not start in, no collector on it
 SECONDS = 130.0  # long enough for the spine's restart: 90 s of silent telemetry, and reads on either side
 PROFILE = "sonic-broadcom"  # queue counters refreshed every 10 s, watermarks every 60 s
 
@@ -30,7 +33,8 @@ PROFILE = "sonic-broadcom"  # queue counters refreshed every 10 s, watermarks ev
 def deployed(tmp_path_factory: pytest.TempPathFactory) -> tuple[Settings, RunSummary, ServeStats]:
     tmp = tmp_path_factory.mktemp("deployed")
     cfg = Settings(store=StoreConfig(path=tmp / "store", ttl_days=0), transport=TransportConfig(kind="inprocess"))
-    summary, stats = serve_scenario(cfg, SCENARIO, SECONDS, profile=PROFILE, out_dir=tmp, deployed=True)
+    scenario = load_scenario(SCENARIO).model_copy(update={"unmonitored": [UNMONITORED]})
+    summary, stats = serve_scenario(cfg, scenario, SECONDS, profile=PROFILE, out_dir=tmp, deployed=True)
     assert stats.barrier_timeouts == 0 and stats.gnmi_values_sent == stats.gnmi_values_decoded > 0
     return cfg, summary, stats
 
@@ -78,6 +82,20 @@ def test_a_stepped_clock_and_a_second_source_reach_the_store(deployed: tuple[Set
     right = {t.microsecond for t in stamps if t > step + dt.timedelta(seconds=3)}
     assert len(stamps) >= SECONDS - 5 and right == {0} and len(ahead) >= SECONDS / 2 - 5
     assert max(ahead) > step and {t.microsecond for t in ahead} == {500_000}
+
+
+def test_a_host_no_collector_reads_lands_nothing_of_its_own(deployed: tuple[Settings, RunSummary, ServeStats]) -> None:
+    cfg, _, stats = deployed
+    own = """SELECT 'counters' AS t, count() AS n FROM counters WHERE device = {h:String}
+        UNION ALL SELECT 'links', count() FROM links WHERE device = {h:String}
+        UNION ALL SELECT 'qp_owners', count() FROM qp_owners WHERE host = {h:String}
+        UNION ALL SELECT 'collectives', count() FROM collectives WHERE host = {h:String}
+        UNION ALL SELECT 'named', count() FROM links WHERE peer_device = {h:String}
+        UNION ALL SELECT 'others', uniqExact(device) FROM counters WHERE role = 'nic'"""
+    with open_store(cfg.store) as store:
+        got = dict(query_polars(store, own, {"h": UNMONITORED}).iter_rows())
+    assert got["counters"] == got["links"] == got["qp_owners"] == got["collectives"] == 0
+    assert got["named"] >= 1 and got["others"] == 15 and stats.nccl_rows_collected > 0
 
 
 def test_the_detectors_read_the_re_sends_as_the_gear_refreshed(
