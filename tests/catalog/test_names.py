@@ -68,6 +68,7 @@ NOT_IN_SAMPLES: dict[tuple[str, str], str] = {
             "in-error-packets",
             "out-error-packets",
             "in-fcs-error-packets",
+            "carrier-transitions",  # also in tests/fixtures/yang/srl_nokia-interfaces.yang and gnmic/srl_event.json
         )
     },
     ("srlinux", "oper-state"): "srl_nokia-interfaces /interface/oper-state; filtered out of the csv",

@@ -35,7 +35,7 @@ def test_gnmic_event_and_json_formats_golden() -> None:
     assert got == [
         ("203.0.113.12", "ethernet-1/1", -1, "rx_bytes", 43355.0),
         ("203.0.113.12", "ethernet-1/1", -1, "tx_bytes", 98127.0),
-        ("203.0.113.12", "ethernet-1/1", -1, "raw:statistics/carrier-transitions", 1.0),
+        ("203.0.113.12", "ethernet-1/1", -1, "carrier_transitions", 1.0),
         ("203.0.113.12", "ethernet-1/1", -1, "oper_up", 1.0),
         ("leaf-r0-01", "Ethernet0", 3, "queue_tx_packets", 1200.0),  # queue key from the queue_name tag
         ("leaf-r0-01", "Ethernet0", 3, "queue_dropped_packets", 7.0),
