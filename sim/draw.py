@@ -171,8 +171,10 @@ def _storage_read(rng: np.random.Generator, draw: _Drawer, incidents: Sequence[I
     span = min(_log_uniform(rng, R.storage_read_s), draw.duration - _LEAD_S - _TAIL_S)
     start = round(float(rng.uniform(_LEAD_S, draw.duration - _TAIL_S - span)), 1)
     rail = int(rng.integers(draw.topo.spec.rails))
+    taken = {str(job) for inc in incidents if (job := getattr(inc, "job", None))}
+    name = next(n for n in (f"storage-array-{i}" for i in range(len(taken) + 1)) if n not in taken)
     return Background(
-        name="storage-read", start=start, end=round(start + span, 1), rail=rail, senders=[array] * k, receivers=readers
+        name=name, start=start, end=round(start + span, 1), rail=rail, senders=[array] * k, receivers=readers
     )
 
 
