@@ -18,7 +18,8 @@ from rocescope.sim.evaluate import die_with_parent
 
 def busy(_: int) -> int:
     import os
-    print(os.getpid(), flush=True)
+    sys.stdout.write(f"{os.getpid()}\\n")  # one write: two workers' print() (text, then end) could interleave
+    sys.stdout.flush()
     time.sleep(120)
     return 0
 

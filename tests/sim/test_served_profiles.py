@@ -58,7 +58,12 @@ def landed(cfg: Settings, start: dt.datetime) -> tuple[pl.DataFrame, set[tuple[s
 Run = tuple[RunSummary, pl.DataFrame, set[tuple[str, ...]]]
 
 
-@pytest.fixture(scope="module", params=["sonic-broadcom", "arista-eos"])
+@pytest.fixture(
+    scope="module",
+    # Arista's served path (OpenConfig, PFC over SNMP) in the full run only: CI's ten minutes; the served exam and
+    # `test_served_deployment` (sonic-broadcom) exercise the served path on every fast run
+    params=["sonic-broadcom", pytest.param("arista-eos", marks=pytest.mark.full)],
+)
 def runs(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Run, Run, ServeStats]:
     """The profile's run served and on the fast path. The switches send each read once, at its own stamp, so that
     every read of the fast path can be matched with its served twin (what they send in a deployment, current
