@@ -33,6 +33,7 @@ import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.errors import SimError
 from rocescope.pipeline.batch import conform
 from rocescope.sim.counters import EPOCH, SERIES, SnapshotPlan
@@ -391,6 +392,10 @@ class Gear:
 
     def monitored(self, device: str) -> bool:
         return device not in self.unmonitored
+
+    def inspector_records(self, records: list[InspectorRecord]) -> list[InspectorRecord]:
+        """NCCL Inspector's records of the monitored hosts (a per-node collector reads each host's dump)."""
+        return [r for r in records if r.host not in self.unmonitored] if self.unmonitored else records
 
     def _monitored(self, table: pa.Table, column: str) -> pa.Table:
         """`table` without the rows of unmonitored devices in `column`."""

@@ -308,9 +308,7 @@ def run_scenario(
         pending: list[InspectorRecord] = []
 
         def land_collectives(records: list[InspectorRecord]) -> None:
-            pending.extend(
-                r for r in records if gear.monitored(r.host)
-            )  # parsed a few thousand at a time: the parser's cost is per call
+            pending.extend(gear.inspector_records(records))  # parsed a few thousand at a time: cost is per call
             if len(pending) >= COLLECTIVES_BATCH:
                 publish_collectives(producer, pending, rows)
                 pending.clear()

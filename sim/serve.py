@@ -328,11 +328,7 @@ def _drive(
     nccl = NcclCollector(InspectorDir(inspector.directory)) if producer is not None else None
 
     def collectives() -> None:
-        if (
-            inspector.write([r for r in timer.take() if server.gear.monitored(r.host)])
-            and nccl is not None
-            and producer is not None
-        ):
+        if inspector.write(server.gear.inspector_records(timer.take())) and nccl is not None and producer is not None:
             batches = nccl.poll()
             _publish(producer, batches)
             stats.nccl_rows_collected += sum(b.num_rows for b in batches)
