@@ -210,12 +210,19 @@ class Fabric:
             fab.switches.update(x for x in (d, pd_) if x not in fab.hosts and x not in fab.endpoints)
         fab.switches -= fab.hosts
         switch_lldp: set[str] = set()
-        for k, (d, p, pd_, pp) in enumerate(rows):
-            near, far = (d, fab._name(d, p)), (pd_, fab._name(pd_, pp))
-            fab.peers[near] = far
+        ends = [((d, fab._name(d, p)), (pd_, fab._name(pd_, pp))) for d, p, pd_, pp in rows]
+        # a row whose far port is none the far switch counts (a name no alias resolves) never overrides what the
+        # far end's own row says: those rows go last, and fill only what no other row gave
+        named = {k for k, (_, (fd, fp)) in enumerate(ends) if fp in fab.counter_ports.get(fd, (fp,))}
+        for k in sorted(range(len(ends)), key=lambda k: k not in named):
+            near, far = ends[k]
+            if k in named:
+                fab.peers[near] = far
+            else:
+                fab.peers.setdefault(near, far)
             fab.peers.setdefault(far, near)  # one-sided LLDP: the other side is known too
-            if k < lldp_rows and d in fab.switches and pd_ in fab.switches:
-                switch_lldp.update((d, pd_))
+            if k < lldp_rows and near[0] in fab.switches and far[0] in fab.switches:
+                switch_lldp.update((near[0], far[0]))
         fab._index(switch_lldp)
         return fab
 

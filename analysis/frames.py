@@ -194,6 +194,21 @@ def check_schema(frame: pl.DataFrame, expected: Mapping[str, pl.DataType], what:
     return out
 
 
+def on_asics(links: pl.DataFrame, chassis: pl.DataFrame) -> pl.DataFrame:
+    """`links` with each end that names a multi-ASIC switch's front-panel port (`Frames._chassis_ports`) moved to
+    the ASIC that owns the port: a host's LLDP names the switch, its counters come per ASIC."""
+    if not chassis.height or not links.height:
+        return links
+    for device, port in (("device", "port"), ("peer_device", "peer_port")):
+        links = (
+            links.with_columns(pl.col(port).str.to_lowercase().alias("_named"))
+            .join(chassis, left_on=[device, "_named"], right_on=["chassis", "named"], how="left")
+            .with_columns(pl.coalesce("asic", device).alias(device), pl.coalesce("asic_port", port).alias(port))
+            .drop("_named", "asic", "asic_port")
+        )
+    return links.unique(["device", "port"], keep="first", maintain_order=True)
+
+
 def _plain(frame: pl.DataFrame, expected: Mapping[str, pl.DataType], what: str) -> pl.DataFrame:
     """Dictionary-encoded strings to plain strings, the expected types, then the schema check."""
     if frame.width == 0:
@@ -596,10 +611,21 @@ ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders 
         sql = """
 SELECT toString(device) AS device, toString(port) AS port,
     toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source NOT IN ('alias', 'rdma')
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source NOT IN ('alias', 'rdma', 'chassis')
 GROUP BY device, port ORDER BY device, port"""
         links = _plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
-        return self.named(links, ("device", "peer_device")).sort("device", "port")
+        links = self.named(links, ("device", "peer_device"))
+        return on_asics(links, self._chassis_ports()).sort("device", "port")
+
+    def _chassis_ports(self) -> pl.DataFrame:
+        """Front-panel ports of multi-ASIC switches (`links` rows of source `chassis`: the switch, the port as its
+        neighbours name it, lower case; the ASIC's device and its port)."""
+        sql = """
+SELECT toString(device) AS chassis, lower(toString(port)) AS named,
+    toString(argMax(peer_device, seen_at)) AS asic, toString(argMax(peer_port, seen_at)) AS asic_port
+FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source = 'chassis'
+GROUP BY chassis, named"""
+        return self._query(("chassis",), sql, self._params(()))
 
     def port_aliases(self) -> pl.DataFrame:
         """Switch port aliases (ALIASES_SCHEMA: device, alias, port) as `links` rows of source `alias` carry them:

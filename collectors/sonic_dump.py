@@ -7,7 +7,13 @@ mapping (`importers.add_value`); a watermark is the peak since the last poll in 
 stands in where COUNTERS lacks the field, USER_/PERSISTENT_WATERMARKS (peaks since a clear) stay raw
 (`raw:USER_WATERMARKS/<field>`); port speed and oper status from APPL_DB `PORT_TABLE:<port>` (STATE_DB's
 operational `PORT_TABLE|<port>` wins where both are dumped; CONFIG_DB's `PORT|<port>` speed only where neither
-is); APPL_DB `LLDP_ENTRY_TABLE:*` into `links`; `port_aliases` reads the alias of each port (LLDP's port id).
+is); APPL_DB `LLDP_ENTRY_TABLE:*` into `links`; `port_links` reads the alias of each port (LLDP's port id).
+
+A multi-ASIC switch keeps one set of databases per ASIC (linux namespaces `asic0`, `asic1`...; a techsupport
+names their dumps `dump/<DB>.json.<n>`). Each ASIC is a device of its own (`<switch>-asic<n>`): it has its own
+buffers, PFC and ECMP, and a chassis of front-end and back-end ASICs is a leaf-spine fabric in a box, cabled by
+the back-plane ports CONFIG_DB describes (`PORT|Ethernet-BP0` `description: ASIC1:Eth0-ASIC1`). Its neighbours'
+LLDP names the switch and a front-panel port: `chassis` rows map those to the ASIC that owns the port.
 """
 
 from __future__ import annotations
@@ -15,7 +21,10 @@ from __future__ import annotations
 import datetime as dt
 import logging
 import re
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from rocescope.collectors.common.rows import CounterRows
@@ -27,7 +36,7 @@ from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
 from rocescope.errors import DecodeError
 
-__all__ = ["port_aliases", "sonic_dump"]
+__all__ = ["Namespace", "device_name", "namespace_of", "port_links", "sonic_dump"]
 
 log = logging.getLogger(__name__)
 
@@ -49,6 +58,17 @@ _PORT_TABLES = frozenset({("PORT_TABLE", ":"), ("PORT_TABLE", "|"), ("PORT", "|"
 _NOT_PORTS = frozenset({"PortConfigDone", "PortInitDone"})
 _DUMP_ENTRY = frozenset({"type", "value", "ttl", "expireat"})
 #: IEEE 802.1AB port id subtypes (LLDP-MIB LldpPortIdSubtype) as lldpd names them.
+#: a techsupport's dump of ASIC n's namespace (scripts/generate_dump `save_cmd_all_ns`: `<file>.<n>`)
+_NAMESPACE_SUFFIX = re.compile(r"\.json\.(\d+)$")
+#: a techsupport's folder, `sonic_dump_<hostname>_<YYYYmmdd>_<HHMMSS>`, which holds `dump/<DB>.json`
+_TECHSUPPORT = re.compile(r"sonic_dump_(.+)_\d{8}_\d{6}")
+#: a back-plane port's CONFIG_DB description: the peer ASIC and its port's `asic_port_name`
+_BACKPLANE_PEER = re.compile(r"ASIC(\d+):(\S+)")
+#: SONiC port roles (sonic-buildimage port_config.ini `role`) of ports on the front panel; the others are
+#: back-plane (`Int`), in-band (`Inb`), recirculation (`Rec`) and DPU (`Dpc`) ports inside the box
+_FRONT_PANEL_ROLES = frozenset({"", "Ext"})
+#: names SONiC gives ports inside the box (back-plane, in-band, recirculation), whatever a table's `role` says
+_INTERNAL_PORT = re.compile(r"Ethernet-(BP|IB|Rec)\d+")
 _PORT_SUBTYPES = {"1": "ifalias", "2": "component", "3": "mac", "4": "ip", "5": "ifname", "6": "circuit", "7": "local"}
 
 
@@ -172,16 +192,96 @@ def sonic_dump(doc: object, device: str, at: dt.datetime | None = None) -> tuple
     return rows, links, bad
 
 
-def port_aliases(doc: object) -> dict[str, str]:
-    """Port name -> alias (`Ethernet0` -> `etp1`) from CONFIG_DB `PORT|*` or APPL_DB `PORT_TABLE:*`: the
-    alias is what SONiC's lldpd advertises as the port id, so LLDP seen from a host names `etp1`."""
-    out: dict[str, str] = {}
+@dataclass(frozen=True)
+class Namespace:
+    """One ASIC of a multi-ASIC switch: `chassis` is the switch's name, `index` the ASIC's number."""
+
+    chassis: str
+    index: int
+
+    @property
+    def device(self) -> str:
+        return asic_device(self.chassis, self.index)
+
+
+def asic_device(chassis: str, index: int) -> str:
+    """The device name of ASIC `index` of the switch `chassis`, as SONiC names its namespace (`asic0`)."""
+    return f"{chassis}-asic{index}"
+
+
+def _port_fields(doc: object) -> dict[str, dict[str, str]]:
+    """Port name -> its string fields, from CONFIG_DB `PORT|*`, APPL_DB `PORT_TABLE:*`, STATE_DB `PORT_TABLE|*`
+    (the first table that has a field gives it)."""
+    out: dict[str, dict[str, str]] = {}
     for db in _dbs(doc):
         for key, entry in db.items():
             table, sep, port = _split(key)
-            if (table, sep) not in _PORT_TABLES or not port or not isinstance(entry, dict):
+            if (table, sep) not in _PORT_TABLES or not port or port in _NOT_PORTS or not isinstance(entry, dict):
                 continue
-            alias = (_fields(entry) or {}).get("alias")
-            if isinstance(alias, str) and alias.strip():
-                out.setdefault(port, alias.strip())
+            fields = out.setdefault(port, {})
+            for name, value in (_fields(entry) or {}).items():
+                if isinstance(value, str) and value.strip():
+                    fields.setdefault(str(name), value.strip())
+    return out
+
+
+def namespace_of(path: Path, doc: object, chassis: str) -> Namespace | None:
+    """The ASIC whose namespace a dump is of: a techsupport's `<DB>.json.<n>`, else CONFIG_DB's
+    `DEVICE_METADATA|localhost` `asic_name` (`asic0`); None for a single-ASIC switch or the host namespace."""
+    m = _NAMESPACE_SUFFIX.search(path.name)
+    if m:
+        return Namespace(chassis, int(m.group(1)))
+    for db in _dbs(doc):
+        try:
+            meta = _fields(db.get("DEVICE_METADATA|localhost", {})) or {}
+        except ValueError:
+            continue
+        asic = re.fullmatch(r"asic(\d+)", str(meta.get("asic_name", "")))
+        if asic:
+            return Namespace(chassis, int(asic.group(1)))
+    return None
+
+
+def device_name(path: Path, device: str | None) -> str:
+    """The switch a dump is of: `device` if given, else the hostname in a techsupport's folder name
+    (`sonic_dump_<hostname>_<date>_<time>/dump/COUNTERS_DB.json`), else the file name up to its first dot."""
+    if device:
+        return device
+    for folder in path.parents[:2]:
+        m = _TECHSUPPORT.fullmatch(folder.name)
+        if m:
+            return m.group(1)
+    return path.name.split(".")[0]
+
+
+def port_links(doc: object, device: str, ns: Namespace | None = None) -> dict[str, list[Neighbor]]:
+    """`links` rows a dump's port tables give, by source:
+
+    - `alias`: the alias of each port (`Ethernet0` -> `etp1`), which SONiC's lldpd advertises as the port id,
+      so LLDP seen from a host names `etp1`; on a multi-ASIC switch also its `asic_port_name` (`Eth0-ASIC1`),
+      which back-plane descriptions name (one naming two ports is no name: dropped);
+    - `config`: the back-plane cables CONFIG_DB describes, to the peer ASIC's port by its `asic_port_name`;
+    - `chassis`: each front-panel port (by name and by alias) as the switch's neighbours name it, mapped to
+      this ASIC's device."""
+    fields = _port_fields(doc)
+    aliases = [Neighbor(device, f["alias"], device, port) for port, f in fields.items() if "alias" in f]
+    out: dict[str, list[Neighbor]] = {"alias": aliases, "config": [], "chassis": []}
+    if ns is None:
+        return out
+    named = Counter(f["asic_port_name"] for f in fields.values() if "asic_port_name" in f)
+    for name, n in named.items():
+        if n > 1:
+            log.info("sonic %s: asic_port_name %s names %d ports: no alias", device, name, n)
+    aliases += [
+        Neighbor(device, f["asic_port_name"], device, port)
+        for port, f in fields.items()
+        if named.get(f.get("asic_port_name", ""), 0) == 1 and f["asic_port_name"] != f.get("alias")
+    ]
+    for port, f in fields.items():
+        peer = _BACKPLANE_PEER.fullmatch(f.get("description", ""))
+        if peer:
+            out["config"].append(Neighbor(device, port, asic_device(ns.chassis, int(peer.group(1))), peer.group(2)))
+        elif f.get("role", "") in _FRONT_PANEL_ROLES and not _INTERNAL_PORT.fullmatch(port):
+            names = {port, f.get("alias", port)}
+            out["chassis"] += [Neighbor(ns.chassis, name, device, port) for name in sorted(names)]
     return out

@@ -192,7 +192,12 @@ LINKS = Table(
         _lc("port", "Local port."),
         _lc("peer_device", "Neighbor device (LLDP system name)."),
         _lc("peer_port", "Neighbor port (LLDP port id)."),
-        _lc("source", "lldp | config | sim.", "config"),
+        _lc(
+            "source",
+            "lldp | gnmi | config | sim: an adjacency; alias | rdma | chassis: another name of a port (a SONiC "
+            "alias, a NIC's RDMA port, a multi-ASIC switch's front-panel port and the ASIC that owns it).",
+            "config",
+        ),
         _ts("seen_at", "When the adjacency was observed.", IMPORT_TIME),
     ),
     order_by=("device", "port", "seen_at"),

@@ -339,7 +339,7 @@ def _import_kind(
     from rocescope.collectors.common.rows import CounterRows
     from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
     from rocescope.collectors.lldp.collector import links_batch
-    from rocescope.collectors.lldp.parse import Neighbor, parse_lldpcli
+    from rocescope.collectors.lldp.parse import parse_lldpcli
     from rocescope.errors import DecodeError
     from rocescope.pipeline import ledger
     from rocescope.pipeline.runner import publishing
@@ -439,13 +439,17 @@ def _import_kind(
                         ship([endpoints_batch(placed, "slurm")] if placed else [], str(path), bad)
                     elif kind is ImportKind.sonic:
                         doc = load_json(data, str(path))
+                        # one device per ASIC of a multi-ASIC switch (a namespace's dump: `COUNTERS_DB.json.0`)
+                        ns = sonic_dump.namespace_of(path, doc, sonic_dump.device_name(path, device))
+                        name = ns.device if ns else sonic_dump.device_name(path, device)
                         rows, links, bad = sonic_dump.sonic_dump(doc, name, when)
                         batches = rows.to_batches("switch", "import") + (
                             [links_batch(links, when, name)] if links else []
                         )
-                        # SONiC's lldpd advertises the port alias: hosts' LLDP names `etp1`, the counters `Ethernet0`
-                        aliases = [Neighbor(name, a, name, port) for port, a in sonic_dump.port_aliases(doc).items()]
-                        batches += [links_batch(aliases, when, name, source="alias")] if aliases else []
+                        # port aliases (SONiC's lldpd advertises them: hosts' LLDP names `etp1`, the counters
+                        # `Ethernet0`), back-plane cables and front-panel ports of a multi-ASIC switch
+                        for link_source, found in sonic_dump.port_links(doc, name, ns).items():
+                            batches += [links_batch(found, when, name, source=link_source)] if found else []
                         why = {NONNUMERIC: rows.nonnumeric}
                         ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
                     elif kind is ImportKind.sonic_monitor:

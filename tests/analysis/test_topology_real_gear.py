@@ -5,14 +5,19 @@ counters cannot tell them apart."""
 from __future__ import annotations
 
 import datetime as dt
+import json
+from pathlib import Path
 
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.speeds import PortSpeeds, Speed
+from rocescope.collectors.sonic_dump import namespace_of, port_links
 from rocescope.pipeline.store import Store
 
 from gear import HOSTS, LINE, PORT_CLOCK, PORTS, UPLINKS, fabric, nic_clock
 from telemetry import Clock, Telemetry, steps
+
+MULTI_ASIC = Path(__file__).parent.parent / "fixtures" / "sonic" / "multi_asic" / "dump"
 
 
 def test_a_port_configured_for_400g_that_came_up_at_200g_runs_at_200g(store: Store, now: dt.datetime) -> None:
@@ -137,3 +142,37 @@ def test_a_speed_reported_days_before_the_window_is_still_the_ports_speed(store:
     speeds = PortSpeeds(frames, Fabric.from_frames(frames))
     assert speeds.of("leaf1", UPLINKS[0]) == Speed(400e9, "reported")
     assert speeds.of("leaf1", UPLINKS[1]) == Speed(200e9, "inferred")  # never reported: 0.3 x 400G fits 200G
+
+
+def test_a_multi_asic_switch_is_a_fabric_in_a_box_its_neighbours_name_by_the_chassis(
+    store: Store, now: dt.datetime
+) -> None:
+    """sonic-utilities' two-ASIC mock, its port tables as the import gives them: hosts' LLDP names the switch and
+    a front-panel alias (`sonic`, `Ethernet1/1`); the counters come per ASIC. The front-end ASIC with the hosts is
+    a leaf, the back-end ASIC behind its back-plane a spine, and each back-plane cable joins the two ASICs' ports
+    (the mock gives two asic1 ports one `asic_port_name`: that side's description resolves nothing and leaves
+    the cable as the other side names it)."""
+    t = Telemetry(now, 60)
+    for path in sorted(MULTI_ASIC.glob("[AC][PO]*_DB.json.[01]")):  # APPL_DB, CONFIG_DB of each namespace
+        doc = json.loads(path.read_text())
+        ns = namespace_of(path, doc, "sonic")
+        assert ns is not None
+        for source, rows in port_links(doc, ns.device, ns).items():
+            for n in rows:
+                t.link(n.device, n.port, n.peer_device, n.peer_port, source=source)
+    flowing = steps(base=0.2 * LINE)
+    for device, port in [("sonic-asic0", p) for p in ("Ethernet0", "Ethernet4", "Ethernet-BP0", "Ethernet-BP4")] + [
+        ("sonic-asic1", p) for p in ("Ethernet64", "Ethernet-BP256", "Ethernet-BP260")
+    ]:
+        t.counter(device, "switch", port, "tx_bytes", flowing, PORT_CLOCK)
+    for i, (host, alias) in enumerate((("gpu-01", "Ethernet1/1"), ("gpu-02", "ethernet1/2")), start=1):
+        t.link(host, "eth0", "sonic", alias)  # any case: LLDP port ids are compared as the switch spells them
+        t.counter(host, "nic", "eth0", "tx_bytes", flowing, nic_clock(i))
+    t.land(store)
+    fab = Fabric.from_frames(Frames(store, t.window))
+    assert fab.peer("gpu-01", "eth0") == ("sonic-asic0", "Ethernet0")
+    assert fab.peer("sonic-asic0", "Ethernet4") == ("gpu-02", "eth0")
+    assert fab.peer("sonic-asic0", "Ethernet-BP0") == ("sonic-asic1", "Ethernet-BP256")
+    assert fab.peer("sonic-asic1", "Ethernet-BP260") == ("sonic-asic0", "Ethernet-BP4")
+    assert fab.leaves == {"sonic-asic0"} and fab.spines == {"sonic-asic1"}
+    assert "sonic" not in fab.switches | fab.hosts  # the chassis is no device of its own
