@@ -25,11 +25,14 @@ from rocescope.analysis.names import NON_FABRIC_PORT, renamed, same_devices
 from rocescope.catalog import METRICS
 from rocescope.errors import SchemaError
 from rocescope.pipeline.rates_sql import (
+    LINK_EVENT_COUNTERS,
+    MIN_CHANGES,
     SERIES,
     SERIES_LAGS,
     SERIES_WINDOW,
     SOURCE_SERIES,
     SOURCE_SERIES_KEY,
+    calm_changes_sql,
     counter_delta_sql,
     delta_seconds_sql,
     fresh_reads_sql,
@@ -263,6 +266,7 @@ class Frames:
         self._shadowed: list[str] | None = None
         self._moved: dict[str, bool] | None = None  # metric -> whether a series of it moved (`_scan`)
         self._resent: dict[str, tuple[float, float]] | None = None
+        self._may_resend: set[str] = set()  # metrics with a refresh group that may re-send (`_scan`)
 
     def _query(self, key: tuple[Any, ...], sql: str, params: Mapping[str, Any]) -> pl.DataFrame:
         if key not in self._cache:
@@ -275,18 +279,22 @@ class Frames:
     def _scan(self) -> None:
         """One scan of the window's samples (from the look-back on), once: which metrics have samples and which of
         them moved (`present`), and which counter series another source delivered more samples of
-        (`shadowed_sources`). A detector's request for metrics the window lacks then costs no query: on gear that
-        reports a few dozen of the catalog's metrics, most requests (each a window function over the store,
-        tens of milliseconds however few rows it returns) are for evidence that is not there."""
+        (`shadowed_sources`), and which metrics have a refresh group that may re-send values (`resent_groups` infers
+        the groups only then: on gear that sends each value once, it costs nothing). A detector's request for
+        metrics the window lacks then costs no query: on gear that reports a few dozen of the catalog's metrics,
+        most requests (each a window function over the store, tens of milliseconds however few rows it returns)
+        are for evidence that is not there."""
         if self._moved is not None:
             return
         sql = f"""
 SELECT toString(metric) AS metric, max(moved) AS moved,
     groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi,
-    max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once
+    max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once,
+    max(calm_changes) >= {MIN_CHANGES} AS may_resend
 FROM (
     SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
-        dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, count() OVER (PARTITION BY {SERIES}) AS sources
+        dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, count() OVER (PARTITION BY {SERIES}) AS sources,
+        uniqExact(value) - 1 AS changes, {calm_changes_sql()} AS calm_changes
     FROM counters
     WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
     GROUP BY {SOURCE_SERIES}
@@ -303,6 +311,7 @@ FROM (
             self._scan()
             return
         self._moved = {str(r["metric"]): bool(r["moved"]) for r in rows}
+        self._may_resend = {str(r["metric"]) for r in rows if r["may_resend"]} - set(LINK_EVENT_COUNTERS)
         best: dict[tuple[Any, ...], tuple[int, str]] = {}
         multi = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]
         for metric, device, port, priority, source, samples in multi:
@@ -340,13 +349,16 @@ FROM (
         their refresh period and read interval in seconds (`refresh_groups_sql`): counters and peak gauges
         (`PEAK_GAUGES`). One scan of the window's samples, once; empty (and no cost to any query) where every group
         is refreshed as it is read."""
+        metrics = (*COUNTER_METRICS, *PEAK_GAUGES)
+        self._scan()
+        if self._resent is None and not self._may_resend.intersection(metrics):
+            self._resent = {}  # no group changed often enough, slowly enough: the inference finds none
         if self._resent is None:
             one_source = self._one_source()
             samples = f"""
                 SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
                 WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
                     AND metric IN {{metrics:Array(String)}}{one_source}"""  # noqa: S608 - placeholders only
-            metrics = (*COUNTER_METRICS, *PEAK_GAUGES)
             frame = self._query(("resent",), refresh_groups_sql(samples), self._params(metrics))
             self._resent = {str(k): (float(r), float(g)) for k, r, g in frame.iter_rows()} if frame.height else {}
             self._resent |= _peaks_on_resending_targets(self._resent)

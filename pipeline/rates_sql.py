@@ -36,6 +36,7 @@ _SAMPLE = "ts, device, role, port, priority, metric, value, source, raw_name"
 #: One refresh group: the metric on one device as one source delivers it (SONiC refreshes COUNTERS_DB per
 #: flex-counter group and device: every port's queue counters at once).
 REFRESH_GROUP = "device, '|', metric, '|', source"
+_REFRESH_GROUP_COLUMNS = REFRESH_GROUP.replace(", '|', ", ", ")
 #: Refresh-group inference (`refresh_groups_sql`): at least this many value changes in the group, ...
 MIN_CHANGES = 8
 #: ... this share of the spacings between a series' changes within half a read of a multiple of the group's
@@ -103,7 +104,7 @@ def _candidate_series_sql(rows: str) -> str:
     group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
     `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
     series that changed at all. Groups refreshed as often as they are read (nearly all) stop here."""
-    group = REFRESH_GROUP.replace(", '|', ", ", ")
+    group = _REFRESH_GROUP_COLUMNS
     return f"""
     SELECT key FROM (
         SELECT concat({SOURCE_SERIES_KEY}) AS key, changes, sum(changes) OVER g AS group_changes,
@@ -116,6 +117,16 @@ def _candidate_series_sql(rows: str) -> str:
         WINDOW g AS (PARTITION BY {group})
     )
     WHERE changes > 0 AND group_changes >= {MIN_CHANGES} AND too_often <= 0"""
+
+
+def calm_changes_sql(samples: str = "samples", changes: str = "changes") -> str:
+    """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads) and `changes` (distinct values less
+    one), as SQL: the changes of the series in each row's refresh group that change at most once in
+    `MIN_READS_PER_REFRESH` reads. No subset of a group's series (one source per series keeps a subset) shows
+    `refresh_groups_sql` more changes of calm series than this, so a group under `MIN_CHANGES` re-sends nothing:
+    where none reaches it, the inference need not run."""
+    calm = f"{changes} * {MIN_READS_PER_REFRESH} - ({samples} - 1) <= 0"
+    return f"sum(if({calm}, {changes}, 0)) OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
 
 
 def refresh_groups_sql(rows: str) -> str:
@@ -141,7 +152,7 @@ def refresh_groups_sql(rows: str) -> str:
         FROM (
             SELECT *, min({spacing}) OVER g AS refresh_s, median(gap_s) OVER g AS read_s
             FROM ({_clean_spacings_sql(moving)})
-            WINDOW g AS (PARTITION BY {REFRESH_GROUP.replace(", '|', ", ", ")})
+            WINDOW g AS (PARTITION BY {_REFRESH_GROUP_COLUMNS})
         )
         GROUP BY key
     )
