@@ -23,7 +23,11 @@ Real gear names ports its own way and LLDP is often one-sided, so:
 Job attribution without flow paths (which no collector sees) follows what the fabric allows:
 * a host NIC port, or the leaf port facing it: the jobs placed on that NIC;
 * a leaf uplink, or the spine port facing that leaf: the jobs with a NIC under the leaf AND a NIC
-  under another leaf, since only their traffic may leave the leaf (rail-local jobs never do).
+  under another leaf, since only their traffic may leave the leaf (rail-local jobs never do): `possible`;
+  where a job's RDMA connections are known (`qp_owners`: eBPF or `rdma resource show qp`), those whose two ends
+  sit under different leaves are seen to leave both (`observed`, `observe_paths`), rails crossed over the fabric
+  too. Connections seen to stay under a leaf rule nothing out: a routing loop or a failover carries a leaf's own
+  traffic over the spines, and that is where PFC deadlocks come from.
 """
 
 from __future__ import annotations
@@ -109,6 +113,8 @@ class Fabric:
     broken_out: set[str] = field(default_factory=set)
     #: (host, RDMA device) -> netdev, as the NIC collector's inventory reports it (placements name them too)
     rdma_inventory: dict[tuple[str, str], str] = field(default_factory=dict)
+    #: job -> the leaves its RDMA connections were seen to leave (`observe_paths`)
+    crossed: dict[str, set[str]] = field(default_factory=dict)
 
     @classmethod
     def from_frames(cls, frames: Frames) -> Fabric:
@@ -124,9 +130,28 @@ class Fabric:
             fab = cls.build(links, endpoints, roles, ports, aliases, rdma_netdevs=rdma)
         known = set(fab.peers) | set(fab._leaves_of_nic)
         inferred = infer_links(frames, known, fab.switches, fab.leaves)
-        if inferred.is_empty():
-            return fab
-        return cls.build(links, endpoints, roles, ports, aliases, inferred, rdma_netdevs=rdma)
+        if not inferred.is_empty():
+            fab = cls.build(links, endpoints, roles, ports, aliases, inferred, rdma_netdevs=rdma)
+        fab.observe_paths(frames.qp_peers(), endpoints)
+        return fab
+
+    def observe_paths(self, qps: pl.DataFrame, endpoints: pl.DataFrame) -> None:
+        """Which leaves each job's RDMA connections leave (`crossed`): a connection (QP_PEERS_SCHEMA: host,
+        rdma_dev, dest_ip, job_id) from a NIC under one set of leaves to an address (ENDPOINTS_SCHEMA's `ip`) whose
+        NIC is under none of them crosses the spines from both; one under a shared leaf stays there. The job is
+        the connection's own (eBPF names it) or the one placed on its NIC. Connections with an end the fabric
+        cannot place say nothing."""
+        nic_of_ip = {ip: (h, n) for h, n, ip in endpoints.select("host", "netdev", "ip").iter_rows() if ip}
+        placed = {p.job_id for p in self.placements}
+        for host, rdma, ip, job in qps.select("host", "rdma_dev", "dest_ip", "job_id").iter_rows():
+            far = nic_of_ip.get(ip)
+            near = self.leaves_of(host, f"{rdma}/1")
+            there = self.leaves_of(*far) if far else set()
+            if not near or not there:
+                continue
+            jobs = {job} & placed or {p.job_id for p in self._by_nic.get((host, rdma), ())}
+            for j in jobs:
+                self.crossed.setdefault(j, set()).update(() if near & there else near | there)
 
     def _found_names(
         self, frames: Frames, links: pl.DataFrame, counted: set[str]
@@ -396,12 +421,23 @@ class Fabric:
         fabric a job whose hosts sit under one leaf per rail never crosses a spine, however many rails it spans.
         A rail is a NIC name (`mlx5_0`, `eth2`) across hosts; placements naming no NIC are one rail, as are the
         NICs of a ToR-style fabric (each host under one leaf): there this is every job with NICs under two leaves.
-        Jobs whose traffic crosses rails over the fabric (PXN off) are not seen by this rule."""
+        Jobs whose traffic crosses rails over the fabric (PXN off) are seen only by their connections (`crossed`)."""
         under: dict[tuple[str, str], set[str]] = defaultdict(set)  # (job, rail) -> leaves
         for p in self.placements:
             if _overlaps(p, start, end):
                 under[(p.job_id, _rail(p))] |= self.leaves_of(p.host, p.netdev)
-        return {job for (job, _), leaves in under.items() if leaf in leaves and len(leaves) > 1}
+        possible = {job for (job, _), leaves in under.items() if leaf in leaves and len(leaves) > 1}
+        placed = {job for job, _ in under}
+        return possible | {job for job, leaves in self.crossed.items() if leaf in leaves and job in placed}
+
+    def path_evidence(self, job: str, device: str, port: str) -> str:
+        """How `job` is known to pass `device:port`: `placed` (on the NIC behind it), `observed` (its connections
+        leave the leaf the port belongs to, `observe_paths`) or `possible` (only its placement allows it)."""
+        if self.nic_behind(device, port) is not None:
+            return "placed"
+        peer = self.peer(device, port)
+        leaf = peer[0] if self.port_kind(device, port) == "spine" and peer else device
+        return "observed" if leaf in self.crossed.get(job, ()) else "possible"
 
     def jobs_at(self, device: str, port: str, start: dt.datetime, end: dt.datetime) -> set[str]:
         """Jobs whose traffic can pass `device:port` (see the module docstring)."""

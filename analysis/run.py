@@ -34,7 +34,7 @@ from rocescope.analysis.detectors import (
     unexplained_slowdown,
 )
 from rocescope.analysis.detectors.base import Context, Detector
-from rocescope.analysis.fabric import Fabric
+from rocescope.analysis.fabric import Fabric, split_ref
 from rocescope.analysis.findings import Finding, write_findings
 from rocescope.analysis.frames import Frames, Window
 from rocescope.analysis.impact import ImpactParams, with_impact
@@ -201,10 +201,23 @@ def capped_on_estimates(f: Finding) -> Finding:
     return f.with_(severity="warning", evidence={**ev, "severity_capped": f"rests on an estimate: {estimates}"})
 
 
+#: How directly a job is known to pass a port (`Fabric.path_evidence`), the strongest first.
+_PATHS = ("placed", "observed", "possible")
+
+
 def _attributed(f: Finding, fabric: Fabric) -> Finding:
-    if f.job_ids is not None:
-        return f
-    return f.with_(job_ids=tuple(fabric.jobs_at_refs(f.ports, f.start, f.end)))
+    """The finding with its jobs (the detector's, else the jobs at its ports) and, in `job_paths`, how each job is
+    known to pass the finding's ports: on the NIC (`placed`), its connections seen crossing the leaf (`observed`),
+    or only its placement allowing it (`possible`)."""
+    if f.job_ids is None:
+        f = f.with_(job_ids=tuple(fabric.jobs_at_refs(f.ports, f.start, f.end)))
+    paths: dict[str, str] = {}
+    for ref in f.ports:
+        device, port = split_ref(ref)
+        for job in set(f.job_ids or ()) & fabric.jobs_at(device, port, f.start, f.end):
+            seen = fabric.path_evidence(job, device, port)
+            paths[job] = min(paths.get(job, seen), seen, key=_PATHS.index)
+    return f.with_(evidence={**f.evidence, "job_paths": dict(sorted(paths.items()))}) if paths else f
 
 
 def overrides_from(mapping: Mapping[str, Mapping[str, Any]]) -> AnalysisConfig:

@@ -8,7 +8,14 @@ import polars as pl
 import pytest
 
 from rocescope.analysis.fabric import Fabric, canonical_port, netdev_of
-from rocescope.analysis.frames import ALIASES_SCHEMA, ENDPOINTS_SCHEMA, LINKS_SCHEMA, PORTS_SCHEMA, ROLES_SCHEMA
+from rocescope.analysis.frames import (
+    ALIASES_SCHEMA,
+    ENDPOINTS_SCHEMA,
+    LINKS_SCHEMA,
+    PORTS_SCHEMA,
+    QP_PEERS_SCHEMA,
+    ROLES_SCHEMA,
+)
 
 T0 = dt.datetime(2026, 1, 1, tzinfo=dt.UTC)
 
@@ -112,6 +119,43 @@ def test_a_job_under_one_leaf_per_rail_crosses_no_spine() -> None:
     tor_roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, "tor-a": "switch", "tor-b": "switch", "spine": "switch"}
     fab = build(tor_links, tor_roles, {}, tor)
     assert fab.jobs_crossing_leaf("tor-a", T0, end) == {"across"}
+
+
+def test_connections_seen_crossing_leaves_make_a_job_observed_there_and_across_rails_a_candidate() -> None:
+    """Rail-optimized as above (NIC i of every host under a leaf of rail i; hosts 1-2 under the `a` leaves, 3-4
+    under `b`). `ring` spans hosts 2-3: its placement allows the uplinks of leaf-r0-a (`possible`) and its
+    connections (QP owners) are seen there (`observed`). `xrail` runs on gpu-1's rail-0 NIC and gpu-4's rail-1 NIC
+    only: no rail has two of its leaves, so its placement allows no uplink, but its connection goes from rail 0 to
+    rail 1 over the spines (PXN off): a candidate for both leaves' uplinks. `local` (hosts 1-2 and 3-4 on rail 0)
+    connects only under each leaf: still a candidate where its placement allows it, a routing loop carries a leaf's
+    own traffic over the spines (where PFC deadlocks come from). A connection to an address no placement holds says
+    nothing."""
+    leaf = {(h, r): f"leaf-r{r}-{'a' if h <= 2 else 'b'}" for h in range(1, 5) for r in range(2)}
+    links = [(f"gpu-{h}", f"eth{r}", leaf[(h, r)], f"Ethernet{h}") for h in range(1, 5) for r in range(2)]
+    links += [(lf, "Ethernet9", "spine", f"Ethernet{i}") for i, lf in enumerate(sorted(set(leaf.values())))]
+    end = T0 + dt.timedelta(hours=1)
+    nics = {"ring": [(2, 0), (3, 0)], "xrail": [(1, 0), (4, 1)], "local": [(1, 0), (2, 0), (3, 0), (4, 0)]}
+    placed = [(job, f"gpu-{h}", f"eth{r}", f"mlx5_{r}", f"10.{r}.0.{h}", 0, T0, end)
+              for job, at in nics.items() for h, r in at]  # fmt: skip
+    roles = {**{f"gpu-{h}": "nic" for h in range(1, 5)}, **{lf: "switch" for lf in leaf.values()}, "spine": "switch"}
+    fab = build(links, roles, {}, placed)
+    assert fab.jobs_crossing_leaf("leaf-r0-a", T0, end) == {"ring", "local"}  # placements alone
+    qps = [("gpu-2", "mlx5_0", "10.0.0.3", "ring"), ("gpu-1", "mlx5_0", "10.1.0.4", "xrail"),
+           ("gpu-1", "mlx5_0", "10.0.0.2", "local"), ("gpu-3", "mlx5_0", "10.0.0.4", ""),  # eBPF names a job, or not
+           ("gpu-4", "mlx5_1", "10.9.9.9", "")]  # fmt: skip
+    fab.observe_paths(pl.DataFrame(qps, schema=QP_PEERS_SCHEMA, orient="row"), build_endpoints(placed))
+    assert fab.jobs_crossing_leaf("leaf-r0-a", T0, end) == {"ring", "local", "xrail"}
+    assert fab.jobs_crossing_leaf("leaf-r1-b", T0, end) == {"xrail"}
+    assert fab.jobs_crossing_leaf("leaf-r1-a", T0, end) == set()
+    assert fab.jobs_at("spine", "Ethernet3", T0, end) == {"xrail"}  # the spine port facing leaf-r1-b
+    evidence = {job: fab.path_evidence(job, "leaf-r0-a", "Ethernet9") for job in ("ring", "local", "xrail")}
+    assert evidence == {"ring": "observed", "local": "possible", "xrail": "observed"}
+    assert fab.path_evidence("xrail", "spine", "Ethernet3") == "observed"
+    assert fab.path_evidence("ring", "leaf-r0-a", "Ethernet2") == "placed"  # the port facing gpu-2's NIC
+
+
+def build_endpoints(placed: list[tuple[object, ...]]) -> pl.DataFrame:
+    return pl.DataFrame(placed, schema=ENDPOINTS_SCHEMA, orient="row")
 
 
 def test_breakout_aliases_are_two_ports_only_the_alias_map_resolves() -> None:
