@@ -57,7 +57,6 @@ _PORT_TABLES = frozenset({("PORT_TABLE", ":"), ("PORT_TABLE", "|"), ("PORT", "|"
 #: Keys of APPL_DB's PORT_TABLE that are portsyncd's progress marks, not ports.
 _NOT_PORTS = frozenset({"PortConfigDone", "PortInitDone"})
 _DUMP_ENTRY = frozenset({"type", "value", "ttl", "expireat"})
-#: IEEE 802.1AB port id subtypes (LLDP-MIB LldpPortIdSubtype) as lldpd names them.
 #: a techsupport's dump of ASIC n's namespace (scripts/generate_dump `save_cmd_all_ns`: `<file>.<n>`)
 _NAMESPACE_SUFFIX = re.compile(r"\.json\.(\d+)$")
 #: a techsupport's folder, `sonic_dump_<hostname>_<YYYYmmdd>_<HHMMSS>`, which holds `dump/<DB>.json`
@@ -69,6 +68,7 @@ _BACKPLANE_PEER = re.compile(r"ASIC(\d+):(\S+)")
 _FRONT_PANEL_ROLES = frozenset({"", "Ext"})
 #: names SONiC gives ports inside the box (back-plane, in-band, recirculation), whatever a table's `role` says
 _INTERNAL_PORT = re.compile(r"Ethernet-(BP|IB|Rec)\d+")
+#: IEEE 802.1AB port id subtypes (LLDP-MIB LldpPortIdSubtype) as lldpd names them.
 _PORT_SUBTYPES = {"1": "ifalias", "2": "component", "3": "mac", "4": "ip", "5": "ifname", "6": "circuit", "7": "local"}
 
 
