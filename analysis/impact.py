@@ -22,14 +22,15 @@ The numbers rest on how NCCL runs a collective:
   `inspector_otlp_agg`) stand for an unknown number of operations: they are left out.
 
 Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): a
-congestion finding (an incast, a storm...) before one that only changes how congestion is handled
-(`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs
-near it (same hosts or leaves), then the one naming fewer jobs (a storm on the job's own NIC before an incast
-that crosses the whole leaf). While the stronger claim lasts, the job's loss is that finding's only; equal
-claims each count it in full (two findings of one incident). What an amplifier added to a congestion's loss
-is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs whose traffic
-went unthrottled), each with the congestion's loss less what it would have cost with its senders throttled
-(`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
+congestion finding (an incast, a storm...) before one that only changes how congestion is handled (`AMPLIFIERS`:
+lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs near it (same hosts or
+leaves), then one whose ports the job is known to use (on its NIC, or its connections seen crossing there:
+`evidence.job_paths`) before one its placement merely allows, then the one naming fewer jobs (a storm on the job's
+own NIC before an incast that crosses the whole leaf). While the stronger claim lasts, the job's loss is that
+finding's only; equal claims each count it in full (two findings of one incident). What an amplifier added to a
+congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
+whose traffic went unthrottled), each with the congestion's loss less what it would have cost with its senders
+throttled (`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
 (`amplifies`).
 
 A finding's jobs (`candidate_jobs`) are those it names, those its evidence says its pause spread to, and
@@ -292,10 +293,16 @@ def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:
     return jobs
 
 
-def _claim(f: Finding, job: str) -> tuple[bool, bool, int]:
+#: How directly a finding's ports are known to carry a job (`evidence.job_paths`, `Fabric.path_evidence`): on the
+#: job's NIC, on a path its connections were seen to take, or on one its placement merely allows.
+_PATH_CLAIM = {"placed": 2, "observed": 1, "possible": 0}
+
+
+def _claim(f: Finding, job: str) -> tuple[bool, bool, int, int]:
     """How directly a finding claims a job, stronger first: it causes congestion (not an amplifier), it names
-    the job, it names few jobs."""
-    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), -len(f.job_ids or ()))
+    the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it names few jobs."""
+    path = _PATH_CLAIM.get(str((f.evidence.get("job_paths") or {}).get(job, "possible")), 0)
+    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), path, -len(f.job_ids or ()))
 
 
 def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:

@@ -198,6 +198,31 @@ def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now:
     assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
 
 
+def test_a_finding_on_a_path_the_job_is_seen_to_take_claims_its_loss_before_one_it_may_take(
+    store: Store, now: dt.datetime
+) -> None:
+    """Two findings overlap the job's slow spell and both name it alone: a storm on an uplink its placement merely
+    allows (`possible`) and an imbalance on one its connections were seen to cross (`observed`). The loss is the
+    observed one's; before, both counted it in full."""
+    t = Telemetry(now, 300)
+    job = RingJob("team-a/train", HOSTS, "0x5d", slow=steps((*SLOW, 1.5), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, job.records(now, 300))
+    frames = Frames(store, t.window)
+    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
+    found = [
+        Finding("pfc_storm", "warning", start, end, ("leaf1",), ("leaf1:Ethernet9/1",), 3, 1.0, "x",
+                job_ids=(job.job_id,), evidence={"job_paths": {job.job_id: "possible"}}),
+        Finding("ecmp_imbalance", "warning", start, end, ("leaf1",), ("leaf1:Ethernet10/1",), -1, 1.0, "y",
+                job_ids=(job.job_id,), evidence={"job_paths": {job.job_id: "observed"}}),
+    ]  # fmt: skip
+    maybe, seen = with_impact(found, frames.collectives(600), Fabric.from_frames(frames))
+    assert _within(seen.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+    assert job.job_id not in maybe.evidence.get("impact", {})  # its whole span is the observed one's
+
+
 def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store: Store, now: dt.datetime) -> None:
     """An incast from a NIC deaf to CNPs slows the receiver's job 1.8x: the CNP loss names that job its victim
     with the incast's loss less what the incast would have cost with its senders throttled (the receiver's
