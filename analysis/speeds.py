@@ -72,8 +72,7 @@ class PortSpeeds:
     def _reported(self, devices: list[str], metric: str = "port_speed_bps") -> dict[tuple[str, str], float]:
         """The speed each port reported in the window, else the last it reported before (a static fact is sent
         once and stamped with its last change: a 400G uplink reported days ago is still 400G)."""
-        g = self.frames.gauges([metric], devices=devices, min_value=1.0)
-        rows = g.group_by("device", "port").agg(pl.col("value").max()).iter_rows()
+        rows = self.frames.port_maxima(metric, devices=devices, min_value=1.0).iter_rows()
         out = {(d, self.fabric.iface(d, p)): float(v) for d, p, v in rows}
         # only devices the window gives no speed for: a device reporting every poll costs nothing more
         reporting = {d for d, _ in out}
@@ -100,7 +99,15 @@ class PortSpeeds:
                     self._known[(d, port)] = Speed(reported[peer], "peer")
         for (d, p), bps in self._reported(todo, "port_speed_configured_bps").items():
             self._known.setdefault((d, p), Speed(bps, "configured"))
-        self._infer([d for d in todo if d in self.fabric.switches])
+        # inferred only for switches with a port that has no speed yet (it fills nothing else): on gear that
+        # reports every port's speed, no scan of the traffic counters
+        unknown = [
+            d
+            for d in todo
+            if d in self.fabric.switches
+            and any((d, p) not in self._known for p in self.fabric.counter_ports.get(d, ()))
+        ]
+        self._infer(unknown)
         self._done.update(todo)
 
     def _infer(self, switches: list[str]) -> None:

@@ -119,14 +119,19 @@ def _candidate_series_sql(rows: str) -> str:
     WHERE changes > 0 AND group_changes >= {MIN_CHANGES} AND too_often <= 0"""
 
 
-def calm_changes_sql(samples: str = "samples", changes: str = "changes") -> str:
-    """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads) and `changes` (distinct values less
-    one), as SQL: the changes of the series in each row's refresh group that change at most once in
-    `MIN_READS_PER_REFRESH` reads. No subset of a group's series (one source per series keeps a subset) shows
-    `refresh_groups_sql` more changes of calm series than this, so a group under `MIN_CHANGES` re-sends nothing:
-    where none reaches it, the inference need not run."""
-    calm = f"{changes} * {MIN_READS_PER_REFRESH} - ({samples} - 1) <= 0"
-    return f"sum(if({calm}, {changes}, 0)) OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
+def may_resend_sql(samples: str = "samples", changes: str = "changes", sources: str = "sources") -> str:
+    """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads), `changes` (distinct values less one)
+    and `sources` (how many sources landed the series), as SQL: whether the row's refresh group may be one that
+    `refresh_groups_sql` finds. Where each of the group's series came from one source, its own test on counts
+    (`_candidate_series_sql`: `MIN_CHANGES` changes, no series changing more often than once in
+    `MIN_READS_PER_REFRESH` reads); where a series came from several, the one source kept per series leaves a
+    subset, which can show no more changes of such calm series than all of them have. No group may: the
+    inference need not run."""
+    calm = f"{changes} * {MIN_READS_PER_REFRESH} - ({samples} - 1)"
+    group = f"OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
+    return f"""if(max({sources}) {group} > 1,
+            sum(if({calm} <= 0, {changes}, 0)) {group} >= {MIN_CHANGES},
+            sum({changes}) {group} >= {MIN_CHANGES} AND max({calm}) {group} <= 0)"""
 
 
 def refresh_groups_sql(rows: str) -> str:
