@@ -166,7 +166,7 @@ def test_a_multi_asic_switch_is_a_fabric_in_a_box_its_neighbours_name_by_the_cha
     ]:
         t.counter(device, "switch", port, "tx_bytes", flowing, PORT_CLOCK)
     for i, (host, alias) in enumerate((("gpu-01", "Ethernet1/1"), ("gpu-02", "ethernet1/2")), start=1):
-        t.link(host, "eth0", "sonic", alias)  # any case: LLDP port ids are compared as the switch spells them
+        t.link(host, "eth0", "sonic", alias)  # matched whatever its case
         t.counter(host, "nic", "eth0", "tx_bytes", flowing, nic_clock(i))
     t.land(store)
     fab = Fabric.from_frames(Frames(store, t.window))
