@@ -423,6 +423,23 @@ def test_a_multi_asic_switch_is_a_device_per_asic_whose_pfc_counters_equal_pfcst
         assert [got[(owner[port], port, prio, metric)] for prio in range(8)] == [cli_number(c) for c in counts]
 
 
+def test_a_front_end_asics_queue_counters_equal_queuestat_of_its_namespace() -> None:
+    """SONiC's own `queuestat -n asic0` on the multi-ASIC mock: every queue of the front-panel and back-plane ports
+    (unicast, multicast, and a back-plane port's `ALL` queues) as ASIC 0's device lands them."""
+    path = MULTI_ASIC / "COUNTERS_DB.json.0"
+    doc = load(path)
+    ns = namespace_of(path, doc, "sonic")
+    assert ns is not None
+    rows, _, _ = sonic_dump(doc, ns.device)
+    got = by_key(rows)
+    table = cli_table(PORTS / "sonic-utilities_queuestat_multi_asic_asic0.txt")
+    assert len(table) == 64 and {r[0] for r in table} == {"Ethernet0", "Ethernet4", "Ethernet-BP0", "Ethernet-BP4"}
+    metrics = ("queue_tx_packets", "queue_tx_bytes", "queue_dropped_packets", "queue_dropped_bytes")
+    for port, txq, *counts in table:
+        index = int(txq.lstrip("UCMAL"))
+        assert [got.get(("sonic-asic0", port, index, m)) for m in metrics] == [cli_number(c) for c in counts], txq
+
+
 def test_a_namespace_is_read_from_the_file_name_or_the_dumps_own_metadata() -> None:
     config = load(MULTI_ASIC / "CONFIG_DB.json.1")
     assert namespace_of(Path("x.json"), config, "sw") == Namespace("sw", 1)  # DEVICE_METADATA asic_name: asic1
