@@ -149,13 +149,19 @@ def test_traffic_that_fills_the_jobs_port_from_when_it_slowed_explains_the_slowd
     assert not [f for f in result.findings if f.kind == "unexplained_slowdown"]
 
 
-def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:
+def _slow_ring(store: Store, now: dt.datetime, comm: str, factor: float) -> tuple[Telemetry, RingJob]:
+    """Eight ranks on one leaf, every collective `factor` times slower during SLOW, every record landed."""
     t = Telemetry(now, 300)
-    job = RingJob("team-a/train", HOSTS, "0x5b", slow=steps((*SLOW, 1.6), base=1.0))
+    job = RingJob("team-a/train", HOSTS, comm, slow=steps((*SLOW, factor), base=1.0))
     job.place(t)
     one_leaf(t, HOSTS)
     t.land(store)
     land_collectives(store, job.records(now, 300))
+    return t, job
+
+
+def test_a_slowdown_of_every_rank_alike_names_no_straggler(store: Store, now: dt.datetime) -> None:
+    t, job = _slow_ring(store, now, "0x5b", 1.6)
     (slow,) = analyze(store, t.window, write=False).findings
     assert slow.kind == "unexplained_slowdown" and slow.devices == () and slow.evidence["stragglers"] == []
     assert "all ranks slowed alike" in slow.summary
@@ -204,12 +210,7 @@ def test_a_finding_on_a_path_the_job_is_seen_to_take_claims_its_loss_before_one_
     """Two findings overlap the job's slow spell and both name it alone: a storm on an uplink its placement merely
     allows (`possible`) and an imbalance on one its connections were seen to cross (`observed`). The loss is the
     observed one's; before, both counted it in full."""
-    t = Telemetry(now, 300)
-    job = RingJob("team-a/train", HOSTS, "0x5d", slow=steps((*SLOW, 1.5), base=1.0))
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
-    land_collectives(store, job.records(now, 300))
+    t, job = _slow_ring(store, now, "0x5d", 1.5)
     frames = Frames(store, t.window)
     start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
     found = [
