@@ -99,39 +99,41 @@ def _clean_spacings_sql(rows: str) -> str:
     )"""
 
 
+#: Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads) and `changes` (distinct values less one):
+#: how much more often than once in `MIN_READS_PER_REFRESH` reads the series changed (<= 0: no more often, a
+#: series a slower refresh may hold), and the window over its refresh group.
+_TOO_OFTEN = f"changes * {MIN_READS_PER_REFRESH} - (samples - 1)"
+_IN_GROUP = f"OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
+
+
 def _candidate_series_sql(rows: str) -> str:
     """The series (`SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
     group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
     `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
     series that changed at all. Groups refreshed as often as they are read (nearly all) stop here."""
-    group = _REFRESH_GROUP_COLUMNS
     return f"""
     SELECT key FROM (
-        SELECT concat({SOURCE_SERIES_KEY}) AS key, changes, sum(changes) OVER g AS group_changes,
-            max(changes * {MIN_READS_PER_REFRESH} - (reads - 1)) OVER g AS too_often
+        SELECT concat({SOURCE_SERIES_KEY}) AS key, changes, sum(changes) {_IN_GROUP} AS group_changes,
+            max({_TOO_OFTEN}) {_IN_GROUP} AS too_often
         FROM (
-            SELECT {SOURCE_SERIES}, count() AS reads, uniqExact(value) - 1 AS changes FROM ({rows})
+            SELECT {SOURCE_SERIES}, count() AS samples, uniqExact(value) - 1 AS changes FROM ({rows})
             WHERE toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
             GROUP BY {SOURCE_SERIES}
         )
-        WINDOW g AS (PARTITION BY {group})
     )
     WHERE changes > 0 AND group_changes >= {MIN_CHANGES} AND too_often <= 0"""
 
 
-def may_resend_sql(samples: str = "samples", changes: str = "changes", sources: str = "sources") -> str:
+def may_resend_sql() -> str:
     """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads), `changes` (distinct values less one)
     and `sources` (how many sources landed the series), as SQL: whether the row's refresh group may be one that
     `refresh_groups_sql` finds. Where each of the group's series came from one source, its own test on counts
-    (`_candidate_series_sql`: `MIN_CHANGES` changes, no series changing more often than once in
-    `MIN_READS_PER_REFRESH` reads); where a series came from several, the one source kept per series leaves a
-    subset, which can show no more changes of such calm series than all of them have. No group may: the
+    (`_candidate_series_sql`); where a series came from several, the one source kept per series leaves a subset,
+    which can show no more changes of calm series (`_TOO_OFTEN` <= 0) than all of them have. No group may: the
     inference need not run."""
-    calm = f"{changes} * {MIN_READS_PER_REFRESH} - ({samples} - 1)"
-    group = f"OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
-    return f"""if(max({sources}) {group} > 1,
-            sum(if({calm} <= 0, {changes}, 0)) {group} >= {MIN_CHANGES},
-            sum({changes}) {group} >= {MIN_CHANGES} AND max({calm}) {group} <= 0)"""
+    return f"""if(max(sources) {_IN_GROUP} > 1,
+            sum(if({_TOO_OFTEN} <= 0, changes, 0)) {_IN_GROUP} >= {MIN_CHANGES},
+            sum(changes) {_IN_GROUP} >= {MIN_CHANGES} AND max({_TOO_OFTEN}) {_IN_GROUP} <= 0)"""
 
 
 def refresh_groups_sql(rows: str) -> str:

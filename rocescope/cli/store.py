@@ -440,8 +440,9 @@ def _import_kind(
                     elif kind is ImportKind.sonic:
                         doc = load_json(data, str(path))
                         # one device per ASIC of a multi-ASIC switch (a namespace's dump: `COUNTERS_DB.json.0`)
-                        ns = sonic_dump.namespace_of(path, doc, sonic_dump.device_name(path, device))
-                        name = ns.device if ns else sonic_dump.device_name(path, device)
+                        switch = sonic_dump.device_name(path, device)
+                        ns = sonic_dump.namespace_of(path, doc, switch)
+                        name = ns.device if ns else switch
                         rows, links, bad = sonic_dump.sonic_dump(doc, name, when)
                         batches = rows.to_batches("switch", "import") + (
                             [links_batch(links, when, name)] if links else []

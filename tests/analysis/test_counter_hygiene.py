@@ -142,6 +142,23 @@ def test_values_re_sent_between_refreshes_are_no_reads(any_store: Store, now: dt
     assert stopped.filter(pl.col("ts") > now + dt.timedelta(seconds=45))["rate"].to_list()[:1] == [0.0]
 
 
+def test_re_sends_are_recognised_when_a_busy_series_of_their_group_is_rated_from_another_source(
+    any_store: Store, now: dt.datetime
+) -> None:
+    """Four queue counters re-sent every second between 10 s refreshes, as in the test above, and in their refresh
+    group a fifth queue whose gNMI reads (every 2 s) change at every read, which SNMP also lands, more often. Counted
+    over every source, the group has a series changing too often to re-send; rated from one source per series, it
+    has not, and its re-sends are still no reads."""
+    for i in range(4):
+        any_store.insert("counters", _resent(now, f"Ethernet{i}", 1000.0, 10, 0.2 + 0.05 * i))
+    busy = [(t + 0.4, 5e6 + 2000.0 * t) for t in range(61)]
+    any_store.insert("counters", rows(now, busy[::2], "queue_ecn_marked_packets", "Ethernet8"))
+    any_store.insert("counters", rows(now, busy, "queue_ecn_marked_packets", "Ethernet8", source="snmp"))
+    frames = Frames(any_store, Window(now, now + dt.timedelta(seconds=60)))
+    resent = frames.rates(["queue_ecn_marked_packets"]).filter(pl.col("port") != "Ethernet8")
+    assert resent.height >= 4 * 5 and resent["rate"].max() == pytest.approx(1000.0, rel=0.15)
+
+
 def test_a_counter_refreshed_as_often_as_it_is_read_keeps_every_read(any_store: Store, now: dt.datetime) -> None:
     """Port counters refreshed every second and read every second: an idle spell's unchanged reads are reads
     (a stalled port's transmit counter is the stall's evidence), and rare errors, whatever their spacing, keep
