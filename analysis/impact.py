@@ -10,7 +10,12 @@ The numbers rest on how NCCL runs a collective:
   PFC storm ends after it) of (exec - baseline) x weight, where the
   weight is the number of operations the row stands for (Inspector dumps a rank's latest operation per
   interval: the gap in `sequence` since that rank's previous row; 1 where every operation is recorded; the
-  series' median gap where the gap is unknown, capped at ten times it across restarts and holes);
+  series' median gap where the gap is unknown, capped at ten times it across restarts and holes). A gap also
+  counts operations Inspector never records (NCCL numbers every collective, and Inspector drops the small,
+  CPU-timed ones under its default `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`), so the weight is bounded by
+  wall-clock time as well: one communicator runs its operations one after another on its stream, so no more
+  operations as long as this one fit between the rank's previous row and this one (`since / exec`, at least
+  1). A row's loss is then never more than the time since the rank's previous row;
 * a row's baseline is the median execution time and bus bandwidth of the same job, communicator, operation,
   peer and message size over `lookback_s` around the finding (before and after: a finding at the start of
   the data still has one), outside every finding's span, so one problem never becomes another's baseline;
@@ -115,14 +120,20 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
     ).sort([*SERIES, "ts"])
     gap = (pl.col("sequence") - pl.col("sequence").shift(1).over(SERIES)).cast(pl.Float64)
     known = pl.when((pl.col("sequence") >= 0) & (pl.col("_gap") >= 1)).then(pl.col("_gap"))
+    since_us = (pl.col("ts") - pl.col("ts").shift(1).over(SERIES)).dt.total_microseconds().cast(pl.Float64)
     return (
-        rows.with_columns(_gap=gap)
+        rows.with_columns(_gap=gap, _fit=since_us / pl.col("exec_time_us"))
         .with_columns(_gap=known)
         .with_columns(_median=pl.col("_gap").median().over(SERIES).fill_null(1.0))
         .with_columns(
             weight=pl.min_horizontal(pl.col("_gap").fill_null(pl.col("_median")), MAX_GAP_FACTOR * pl.col("_median"))
         )
-        .drop("_gap", "_median")
+        .with_columns(
+            weight=pl.when(pl.col("_fit").is_not_null())
+            .then(pl.min_horizontal("weight", pl.max_horizontal("_fit", 1.0)))
+            .otherwise("weight")
+        )
+        .drop("_gap", "_median", "_fit")
     )
 
 

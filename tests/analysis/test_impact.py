@@ -6,6 +6,7 @@ time, and a healthy job next to it is no victim."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 
 import polars as pl
 import pytest
@@ -202,6 +203,26 @@ def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now:
     finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
     (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
     assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+
+
+def test_collectives_numbered_but_never_recorded_do_not_multiply_the_loss(store: Store, now: dt.datetime) -> None:
+    """NCCL numbers every collective; Inspector drops the small CPU-timed ones (its default
+    `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`), so each recorded all-reduce here follows two unrecorded ones: its
+    `sequence` gap is 3 though it stands for one all-reduce. The job spends 80% of its steps communicating, so no
+    three of those fit between two records: the loss is bounded by the wall-clock time since the rank's previous
+    record (before: three times the true loss)."""
+    t = Telemetry(now, 120)
+    job = RingJob("team-a/train", HOSTS, "0x5e", every_s=0.025, slow=steps((40.0, 80.0, 1.2), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, [replace(r, sequence=3 * r.sequence) for r in job.records(now, 120)])
+    frames = Frames(store, t.window)
+    coll = frames.collectives(600)
+    start, end = (now + dt.timedelta(seconds=s) for s in (40.0, 80.0))
+    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
+    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
+    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(40.0, 80.0))
 
 
 def test_a_finding_on_a_path_the_job_is_seen_to_take_claims_its_loss_before_one_it_may_take(
