@@ -20,9 +20,11 @@ A rank's execution time of one phase, as Inspector's `kernel_gpu` timing sees it
 
 Volume: a job runs ~10 iterations a second; consecutive phases are fused into one record per training step
 (`iterations_per_step`: about `Collectives.step_s` of fabric time), an AllReduce whose bytes and execution time
-are the sums of its phases. Records are `collectors.nccl.write.InspectorRecord`s, written exactly as NVIDIA's
-plugin writes them, and land through the real parser (fast path) or as Inspector files a collector tails
-(`rocescope.sim.facades.nccl`, served path). Times are each host's clock (a profile's host skew).
+are the sums of its phases. Its `sequence` also counts the small collectives NCCL numbers and Inspector never
+records (`Collectives.unrecorded_per_step`: a loss all-reduce, a gradient norm), as a real rank's does. Records
+are `collectors.nccl.write.InspectorRecord`s, written exactly as NVIDIA's plugin writes them, and land through
+the real parser (fast path) or as Inspector files a collector tails (`rocescope.sim.facades.nccl`, served path).
+Times are each host's clock (a profile's host skew).
 
 `qp_owners_arrow` is what eBPF (or `rdma resource show qp`) reports of those processes: each rank's queue pairs
 at both ends, with its pid, pod and job, so a collective's (host, pid) names its job even on a host that
@@ -108,6 +110,8 @@ class Communicator:
     iterations_per_step: int
     #: the NCCL function Inspector names (`ncclAlltoAll` is a collective since NCCL 2.28)
     op: str = "AllReduce"
+    #: collectives NCCL numbers between two recorded ones that Inspector never records (`Collectives`)
+    unrecorded_per_step: int = 0
 
     @property
     def floor_s(self) -> float:
@@ -138,11 +142,13 @@ def communicators(world: World, spec: Collectives | None = None) -> list[Communi
             for ep in job.endpoints(world.topology)
         )  # fmt: skip
         comm = stable_hash(f"{world.scenario.seed}/{job.job_id}") << 32 | stable_hash(f"{job.job_id}/comm")
+        lo, hi = spec.unrecorded_per_step
+        unrecorded = lo + stable_hash(f"{world.scenario.seed}/{job.job_id}/unrecorded") % (hi - lo + 1)
         out.append(
             Communicator(
                 job.job_id, f"0x{comm:x}", ranks, len(job.pods), job.spec.message_bytes,
                 iterations_per_step(job, world.topology, spec.step_s),
-                "AlltoAll" if job.spec.collective == "alltoall" else "AllReduce",
+                "AlltoAll" if job.spec.collective == "alltoall" else "AllReduce", unrecorded,
             )
         )  # fmt: skip
     return out
@@ -283,7 +289,7 @@ class CollectiveTimer:
         stop = ends[-1] + fl
         lag = self._rng.uniform(0.0, DUMP_LAG_S, n)
         nbytes = comm.message_bytes * len(p.phases)
-        p.sequence += 1
+        p.sequence += 1 + comm.unrecorded_per_step
         out = []
         for k, rp in enumerate(comm.ranks):
             skew = self.skew_s.get(rp.host, 0.0)

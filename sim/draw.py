@@ -15,6 +15,7 @@ What is drawn (`draw_scenario`):
 * each incident's place anywhere the fabric allows, its size within its kind's range and its window anywhere in
   the run; incidents that ride on a fan-in (a CNP-losing sender, a port without PFC) are placed on the drawn
   fan-in, as the template places them on its own;
+* how many small collectives each job's steps hold that NCCL numbers and Inspector never records;
 * in one run of two, a storage array no collector reads (`Scenario.unmonitored`) on a host port of its own,
   serving reads to a few job hosts over RoCE for a while: its traffic, its CNPs and its switch-side LLDP are on
   the fabric, its own counters and LLDP are not (what a storage appliance watched by its vendor's tools is).
@@ -118,6 +119,10 @@ class _Ranges:
     storage_share = 0.5
     storage_readers = (1, 4)
     storage_read_s = (10.0, 120.0)
+    #: small collectives per training step that NCCL numbers and Inspector never records (a loss all-reduce, a
+    #: gradient norm, mixed precision's overflow check: CPU-timed, dropped under Inspector's default kernel
+    #: timing): none to three, each job its own
+    unrecorded_per_step = (0, 3)
 
 
 R = _Ranges
@@ -127,8 +132,9 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
     """`template` with its fabric, jobs and incidents drawn from `seed` (see the module docstring); the same
     template and seed always give the same scenario."""
     kinds: set[str] = {inc.kind for inc in template.incidents}
+    collectives = template.collectives.model_copy(update={"unrecorded_per_step": R.unrecorded_per_step})
     if kinds & _FIXED or template.traffic:
-        return template.model_copy(update={"seed": seed})
+        return template.model_copy(update={"seed": seed, "collectives": collectives})
     rng = np.random.default_rng([seed, _STREAM])
     storage_rng = np.random.default_rng([seed, _STREAM, _STORAGE])
     with_storage = bool(storage_rng.random() < R.storage_share)
@@ -150,6 +156,7 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
         fabric=fabric,
         jobs=[j.model_dump() for j in jobs],
         incidents=[i.model_dump() for i in incidents],
+        collectives=collectives.model_dump(),
     )
     read = _storage_read(storage_rng, draw, incidents) if with_storage else None
     if read is not None:

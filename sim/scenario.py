@@ -324,6 +324,17 @@ class Collectives(_Model):
     step_s: float = Field(0.5, gt=0)
     #: NCCL_INSPECTOR_DUMP_VERBOSE=1: each record carries its `event_trace_ts` (issue and kernel times).
     verbose: bool = True
+    #: Small collectives per step (a loss scalar's all-reduce, a gradient norm) that NCCL numbers and Inspector
+    #: never records (CPU-timed, dropped under its default NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1): each job
+    #: draws its own count in this range from the seed, and its records' `sequence` advances by that much more.
+    unrecorded_per_step: tuple[int, int] = (0, 0)
+
+    @model_validator(mode="after")
+    def _range(self) -> Collectives:
+        lo, hi = self.unrecorded_per_step
+        if not 0 <= lo <= hi:
+            raise ValueError(f"unrecorded_per_step {self.unrecorded_per_step}: want 0 <= low <= high")
+        return self
 
 
 class Scenario(_Model):

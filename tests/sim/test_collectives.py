@@ -111,6 +111,27 @@ def test_every_record_is_a_whole_step_even_at_the_runs_end() -> None:
     assert sizes == {comm.message_bytes * comm.iterations_per_step}
 
 
+def test_collectives_inspector_never_records_advance_the_sequence_by_a_count_each_job_draws() -> None:
+    """NCCL numbers the small, CPU-timed collectives Inspector drops: each record's `sequence` then advances by
+    one plus the job's own count of them per step, drawn in `unrecorded_per_step` (none by default)."""
+    for extra, jobs_gaps in ((None, {1}), ((0, 3), None)):
+        collectives = {"step_s": 0.1, **({"unrecorded_per_step": extra} if extra else {})}
+        world, records = ran(scenario([], duration="1s", collectives=collectives))
+        gaps: dict[str, set[int]] = {}
+        by_rank = sorted(records, key=lambda r: (r.communicator, r.rank, r.sequence))
+        for (comm, _), mine in itertools.groupby(by_rank, key=lambda r: (r.communicator, r.rank)):
+            seq = [r.sequence for r in mine]
+            gaps.setdefault(comm, set()).update(b - a for a, b in itertools.pairwise(seq))
+        assert all(len(g) == 1 for g in gaps.values()), gaps  # one count per job, every step alike
+        got = {min(g) for g in gaps.values()}
+        if jobs_gaps is not None:
+            assert got == jobs_gaps
+        else:
+            assert got <= {1, 2, 3, 4}
+            unrecorded = {c.job_id: c.unrecorded_per_step for c in CollectiveTimer(world).comms.values()}
+            assert {1 + k for k in unrecorded.values()} == got and max(got) > 1  # this seed draws 2 and 0
+
+
 def test_the_ring_waits_for_its_slowest_rank() -> None:
     def slow_one_sender(world: World) -> None:
         flow = next(f for f in world.engine.flows if f.src_rank == 2)

@@ -119,7 +119,9 @@ def test_storage_readers_are_hosts_no_job_runs_on() -> None:
 
 def test_templates_whose_physics_rests_on_one_geometry_keep_it() -> None:
     fabric = exam_scenario("cnp_loss_fabric")
-    assert drawn("cnp_loss_fabric", SEEDS[0]) == fabric.model_copy(update={"seed": SEEDS[0]})
+    kept = drawn("cnp_loss_fabric", SEEDS[0])
+    assert kept == fabric.model_copy(update={"seed": SEEDS[0], "collectives": kept.collectives})
+    assert kept.collectives.unrecorded_per_step == drawn("incast", SEEDS[0]).collectives.unrecorded_per_step != (0, 0)
     polarization = drawn("polarization", SEEDS[0])
     assert polarization.fabric == exam_scenario("polarization").fabric  # the fault is in the shape
 
