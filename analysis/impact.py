@@ -8,14 +8,18 @@ The numbers rest on how NCCL runs a collective:
 * each row of `collectives` is one rank's (one GPU's) operation, so the time it ran beyond its baseline is GPU
   time lost: GPU-seconds lost = sum over the job's rows that ran during the span (a collective hung through a
   PFC storm ends after it) of (exec - baseline) x weight, where the
-  weight is the number of operations the row stands for (Inspector dumps a rank's latest operation per
-  interval: the gap in `sequence` since that rank's previous row; 1 where every operation is recorded; the
-  series' median gap where the gap is unknown, capped at ten times it across restarts and holes). A gap also
-  counts operations Inspector never records (NCCL numbers every collective, and Inspector drops the small,
-  CPU-timed ones under its default `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`), so the weight is bounded by
-  wall-clock time as well: one communicator runs its operations one after another on its stream, so no more
-  operations as long as this one fit between the rank's previous row and this one (`since / exec`, at least
-  1). A row's loss is then never more than the time since the rank's previous row;
+  weight is the number of operations the row stands for: the gap in `sequence` since the rank's previous row
+  over the series' usual gap (1 where the gap is unknown; at most ten across restarts and holes). NCCL numbers
+  every collective and Inspector leaves some out at every step: those under `NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES`
+  (8 KiB) and, under its default `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`, the CPU-timed ones (a loss scalar's
+  all-reduce, a gradient norm), so the usual gap is one recorded operation, and only a wider one (a ring
+  buffer that overflowed, a dump thread that fell behind, v4.0's latest-operation-per-dump at an interval longer
+  than the job's step) stands for operations missing from the record. A series sampled at one constant stride
+  throughout cannot be told from that and counts one operation per row (NVIDIA's suggested 500 us dump interval
+  catches every operation longer than that; 2.30's rings keep each one). The weight is bounded by wall-clock time
+  too: a communicator runs its operations one after another on its stream, so no more operations as long as
+  this one fit between the rank's previous row and this one (`since / exec`, at least 1): a row's loss is never
+  more than the time since the rank's previous row;
 * a row's baseline is the median execution time and bus bandwidth of the same job, communicator, operation,
   peer and message size over `lookback_s` around the finding (before and after: a finding at the start of
   the data still has one), outside every finding's span, so one problem never becomes another's baseline;
@@ -125,9 +129,7 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
         rows.with_columns(_gap=gap, _fit=since_us / pl.col("exec_time_us"))
         .with_columns(_gap=known)
         .with_columns(_median=pl.col("_gap").median().over(SERIES).fill_null(1.0))
-        .with_columns(
-            weight=pl.min_horizontal(pl.col("_gap").fill_null(pl.col("_median")), MAX_GAP_FACTOR * pl.col("_median"))
-        )
+        .with_columns(weight=(pl.col("_gap") / pl.col("_median")).fill_null(1.0).clip(1.0, MAX_GAP_FACTOR))
         .with_columns(
             weight=pl.when(pl.col("_fit").is_not_null())
             .then(pl.min_horizontal("weight", pl.max_horizontal("_fit", 1.0)))

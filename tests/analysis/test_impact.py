@@ -6,6 +6,7 @@ time, and a healthy job next to it is no victim."""
 from __future__ import annotations
 
 import datetime as dt
+import itertools
 from dataclasses import replace
 
 import polars as pl
@@ -187,18 +188,20 @@ def test_one_jobs_incast_costs_the_other_gpu_seconds_and_explains_its_slowdown(s
     assert edge.gpu_seconds_lost == pytest.approx(impact[victim.job_id]["gpu_seconds_lost"])
 
 
-def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now: dt.datetime) -> None:
-    """Inspector dumps a rank's latest collective per interval: every 4th sequence number here. Each record then
-    stands for four collectives, and the loss estimated from the samples matches the loss of all of them."""
+def test_records_missing_from_a_series_are_weighed_by_the_rows_that_remain(store: Store, now: dt.datetime) -> None:
+    """Every collective is recorded but while the job is slow, when only every 4th reaches the file (a ring buffer
+    that overflowed, a dump thread that fell behind): each of those rows then stands for four collectives, and
+    the loss estimated from them matches the loss of all of them."""
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5c", slow=steps((*SLOW, 1.5), base=1.0))
     job.place(t)
     one_leaf(t, HOSTS)
     t.land(store)
-    land_collectives(store, [r for r in job.records(now, 300) if r.sequence % 4 == 0])
+    slow = [k for k, at in enumerate(job._steps(300)) if SLOW[0] <= at < SLOW[1]]
+    land_collectives(store, [r for r in job.records(now, 300) if r.sequence not in slow or r.sequence % 4 == 0])
     frames = Frames(store, t.window)
     coll = frames.collectives(600)
-    assert usable(coll)["weight"].unique().to_list() == [4.0]
+    assert sorted(usable(coll)["weight"].unique().to_list()) == [1.0, 4.0]
     start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
     finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
     (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
@@ -208,15 +211,36 @@ def test_sampled_records_weigh_the_collectives_they_stand_for(store: Store, now:
 def test_collectives_numbered_but_never_recorded_do_not_multiply_the_loss(store: Store, now: dt.datetime) -> None:
     """NCCL numbers every collective; Inspector drops the small CPU-timed ones (its default
     `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`), so each recorded all-reduce here follows two unrecorded ones: its
-    `sequence` gap is 3 though it stands for one all-reduce. The job spends 80% of its steps communicating, so no
-    three of those fit between two records: the loss is bounded by the wall-clock time since the rank's previous
-    record (before: three times the true loss)."""
+    `sequence` gap is 3 though it stands for one all-reduce (before: three times the true loss)."""
     t = Telemetry(now, 120)
-    job = RingJob("team-a/train", HOSTS, "0x5e", every_s=0.025, slow=steps((40.0, 80.0, 1.2), base=1.0))
+    job = RingJob("team-a/train", HOSTS, "0x5e", slow=steps((40.0, 80.0, 1.5), base=1.0))
     job.place(t)
     one_leaf(t, HOSTS)
     t.land(store)
     land_collectives(store, [replace(r, sequence=3 * r.sequence) for r in job.records(now, 120)])
+    frames = Frames(store, t.window)
+    coll = frames.collectives(600)
+    start, end = (now + dt.timedelta(seconds=s) for s in (40.0, 80.0))
+    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
+    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
+    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(40.0, 80.0))
+
+
+def test_a_wider_sequence_gap_counts_no_more_collectives_than_fit_in_the_time_since_the_previous_record(
+    store: Store, now: dt.datetime
+) -> None:
+    """While the job is slow, NCCL numbers three more collectives between two recorded all-reduces (an evaluation
+    pass's small ones, say): the gap is four times the usual. The job spends 80% of its time in this all-reduce,
+    so no second one fits between two records: each row still stands for one (before the wall-clock bound: four
+    times the true loss)."""
+    t = Telemetry(now, 120)
+    job = RingJob("team-a/train", HOSTS, "0x5f", every_s=0.025, slow=steps((40.0, 80.0, 1.2), base=1.0))
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    extra = list(itertools.accumulate(3 * (40.0 <= s < 80.0) for s in job._steps(120)))
+    renumbered = [replace(r, sequence=r.sequence + extra[r.sequence]) for r in job.records(now, 120)]
+    land_collectives(store, renumbered)
     frames = Frames(store, t.window)
     coll = frames.collectives(600)
     start, end = (now + dt.timedelta(seconds=s) for s in (40.0, 80.0))
