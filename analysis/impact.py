@@ -34,8 +34,9 @@ Findings that overlap in time and claim one job share its loss by how directly t
 congestion finding (an incast, a storm...) before one that only changes how congestion is handled (`AMPLIFIERS`:
 lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs near it (same hosts or
 leaves), then one whose ports the job is known to use (on its NIC, or its connections seen crossing there:
-`evidence.job_paths`) before one its placement merely allows, then the one naming fewer jobs (a storm on the job's
-own NIC before an incast that crosses the whole leaf). While the stronger claim lasts, the job's loss is that
+`evidence.job_paths`) before one its placement merely allows, then the one that leaves the job's traffic less of
+its path (a deadlock, a storm or a link down, then an incast, lost CNPs, an imbalance or a failing optic,
+microbursts), then the one naming fewer jobs. While the stronger claim lasts, the job's loss is that
 finding's only; equal claims each count it in full (two findings of one incident). What an amplifier added to a
 congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
 whose traffic went unthrottled), each with the congestion's loss less what it would have cost with its senders
@@ -311,11 +312,24 @@ def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:
 _PATH_CLAIM = {"placed": 2, "observed": 1, "possible": 0}
 
 
-def _claim(f: Finding, job: str) -> tuple[bool, bool, int, int]:
+#: Of two findings on the job's path, the one that leaves its traffic less of the path claims the loss: a
+#: deadlock or a storm (a queue held paused: nothing) and a link down (nothing on that link until it is back)
+#: before an incast (the receiver's line rate shared by its senders), before lost CNPs (senders not slowed, the
+#: incast's pauses spread), before an imbalanced member or a failing optic (a share of one member, or resends),
+#: before microbursts (milliseconds of a full queue).
+_KIND_CLAIM = {
+    "pfc_deadlock": 6, "pfc_storm": 5, "link_flap": 5, "incast": 4, "cnp_loss": 3, "ecmp_imbalance": 2,
+    "polarization": 2, "degraded_optics": 2, "microburst": 1,
+}  # fmt: skip
+
+
+def _claim(f: Finding, job: str) -> tuple[bool, bool, int, int, int]:
     """How directly a finding claims a job, stronger first: it causes congestion (not an amplifier), it names
-    the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it names few jobs."""
+    the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it leaves the job's traffic less
+    (`_KIND_CLAIM`), it names few jobs."""
     path = _PATH_CLAIM.get(str((f.evidence.get("job_paths") or {}).get(job, "possible")), 0)
-    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), path, -len(f.job_ids or ()))
+    kind = _KIND_CLAIM.get(f.kind, 0)
+    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), path, kind, -len(f.job_ids or ()))
 
 
 def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:

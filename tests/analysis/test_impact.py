@@ -269,6 +269,27 @@ def test_a_finding_on_a_path_the_job_is_seen_to_take_claims_its_loss_before_one_
     assert job.job_id not in maybe.evidence.get("impact", {})  # its whole span is the observed one's
 
 
+def test_of_two_findings_on_the_jobs_path_the_one_that_leaves_it_less_claims_the_loss(
+    store: Store, now: dt.datetime
+) -> None:
+    """Microbursts and a storm on ports the job's connections were both seen to cross, over its slow spell: a
+    queue held paused leaves its traffic nothing, milliseconds of a full queue most of the link, so the loss is
+    the storm's; before, both counted it in full (the job's loss twice in a sum over findings)."""
+    t, job = _slow_ring(store, now, "0x60", 1.5)
+    frames = Frames(store, t.window)
+    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
+    paths = {"job_paths": {job.job_id: "observed"}}
+    found = [
+        Finding("microburst", "warning", start, end, ("leaf1",), ("leaf1:Ethernet9/1",), 3, 1.0, "x",
+                job_ids=(job.job_id,), evidence=paths),
+        Finding("pfc_storm", "warning", start, end, ("leaf1",), ("leaf1:Ethernet10/1",), 3, 1.0, "y",
+                job_ids=(job.job_id,), evidence=paths),
+    ]  # fmt: skip
+    bursts, storm = with_impact(found, frames.collectives(600), Fabric.from_frames(frames))
+    assert _within(storm.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+    assert job.job_id not in bursts.evidence.get("impact", {})
+
+
 def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store: Store, now: dt.datetime) -> None:
     """An incast from a NIC deaf to CNPs slows the receiver's job 1.8x: the CNP loss names that job its victim
     with the incast's loss less what the incast would have cost with its senders throttled (the receiver's
