@@ -225,9 +225,20 @@ def _port_fields(doc: object) -> dict[str, dict[str, str]]:
     return out
 
 
-def namespace_of(path: Path, doc: object, chassis: str) -> Namespace | None:
-    """The ASIC whose namespace a dump is of: a techsupport's `<DB>.json.<n>`, else CONFIG_DB's
-    `DEVICE_METADATA|localhost` `asic_name` (`asic0`); None for a single-ASIC switch or the host namespace."""
+def namespace_index(name: str) -> int:
+    """The ASIC number of a namespace as SONiC names it (`asic0` -> 0); ValueError for any other name."""
+    m = re.fullmatch(r"asic(\d+)", name.strip())
+    if not m:
+        raise ValueError(f"not a SONiC ASIC namespace: {name!r} (want asic<N>, as `sonic-db-dump -n asic0`)")
+    return int(m.group(1))
+
+
+def namespace_of(path: Path, doc: object, chassis: str, given: int | None = None) -> Namespace | None:
+    """The ASIC whose namespace a dump is of: `given` (the operator says), else a techsupport's `<DB>.json.<n>`,
+    else CONFIG_DB's `DEVICE_METADATA|localhost` `asic_name` (`asic0`); None for a single-ASIC switch or the host
+    namespace."""
+    if given is not None:
+        return Namespace(chassis, given)
     m = _NAMESPACE_SUFFIX.search(path.name)
     if m:
         return Namespace(chassis, int(m.group(1)))

@@ -223,6 +223,13 @@ def import_cmd(
     again: Annotated[
         bool, typer.Option("--again", help="Import files the store already holds (same bytes, kind and options).")
     ] = False,
+    namespace: Annotated[
+        str | None,
+        typer.Option(
+            help="sonic: the ASIC namespace the dump is of (`asic0`; `sonic-db-dump -n asic0` saved under any "
+            "name), where neither the file name (`COUNTERS_DB.json.0`) nor CONFIG_DB says it."
+        ),
+    ] = None,
 ) -> None:
     """Load files shaped like a stream table into the store (checked against the schema), or, with --kind,
     recorded device output (gnmic JSON or its Kafka topic, pcap, lldpcli JSON/XML/keyvalue, kubectl JSON, Slurm's
@@ -236,8 +243,27 @@ def import_cmd(
     if kind != "table":
         if kind not in {k.value for k in ImportKind}:
             raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(k.value for k in ImportKind)}")
+        if namespace is not None:
+            from rocescope.collectors.sonic_dump import namespace_index
+
+            if kind != ImportKind.sonic.value:
+                raise typer.BadParameter("--namespace names a SONiC ASIC: use it with --kind sonic")
+            try:
+                namespace_index(namespace)
+            except ValueError as exc:
+                raise typer.BadParameter(str(exc)) from exc
         _import_kind(
-            ImportKind(kind), files or [], device, inventory, kafka_topic, bootstrap, kafka_idle, at, as_json, again
+            ImportKind(kind),
+            files or [],
+            device,
+            inventory,
+            kafka_topic,
+            bootstrap,
+            kafka_idle,
+            at,
+            as_json,
+            again,
+            namespace,
         )
         return
     if not files:
@@ -329,6 +355,7 @@ def _import_kind(
     at: str | None,
     as_json: bool = False,
     again: bool = False,
+    namespace: str | None = None,
 ) -> None:
     """Import recorded device output of one kind through the configured transport; what each file gave is
     said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason. A file
@@ -355,7 +382,8 @@ def _import_kind(
         settings = load_settings()
         when = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else dt.datetime.now(dt.UTC)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
-        options = (device or "", at or "", str(inventory or ""))
+        asic = sonic_dump.namespace_index(namespace) if namespace is not None else None
+        options = (device or "", at or "", str(inventory or ""), namespace or "")
         digests = {path: _digest(path, kind.value, options) for path in files}
         seen = {} if again or not files else _ledger(settings, lambda s: ledger.imported(s, digests.values()), "read")
         landed: dict[str, tuple[Path, int]] = {}
@@ -441,7 +469,7 @@ def _import_kind(
                         doc = load_json(data, str(path))
                         # one device per ASIC of a multi-ASIC switch (a namespace's dump: `COUNTERS_DB.json.0`)
                         switch = sonic_dump.device_name(path, device)
-                        ns = sonic_dump.namespace_of(path, doc, switch)
+                        ns = sonic_dump.namespace_of(path, doc, switch, asic)
                         name = ns.device if ns else switch
                         rows, links, bad = sonic_dump.sonic_dump(doc, name, when)
                         batches = rows.to_batches("switch", "import") + (

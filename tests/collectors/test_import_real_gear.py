@@ -447,6 +447,21 @@ def test_a_namespace_is_read_from_the_file_name_or_the_dumps_own_metadata() -> N
     assert namespace_of(Path("COUNTERS_DB.json"), load(REAL / "sonic-utilities_mock_counters_db.json"), "sw") is None
 
 
+def test_cli_lands_a_namespaces_dump_saved_under_any_name_as_the_asic_it_names(tmp_path: Path) -> None:
+    """`sonic-db-dump -n asic1 -n COUNTERS_DB` saved as `sw1-counters.json`: neither the name nor the dump says the
+    namespace (no CONFIG_DB), so `--namespace asic1` does; a name that is no ASIC's is refused before any import."""
+    saved = tmp_path / "sw1-counters.json"
+    saved.write_bytes((MULTI_ASIC / "COUNTERS_DB.json.1").read_bytes())
+    cfg = store_config(tmp_path)
+    at = ["--at", "2025-03-01T10:15:00Z"]
+    bad = runner.invoke(app, ["--config", cfg, "import", "--kind", "sonic", "--namespace", "asic-one", *at, str(saved)])
+    assert bad.exit_code != 0 and "not a SONiC ASIC namespace" in bad.output
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "sonic", "--device", "sw1", "--namespace", "asic1",
+                               *at, str(saved)])  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert sql_rows(cfg, "SELECT DISTINCT device FROM counters ORDER BY device") == ['"sw1-asic1"']
+
+
 def test_cli_lands_a_multi_asic_techsupport_as_asics_cabled_by_their_backplane(tmp_path: Path) -> None:
     """A techsupport's `dump/` of a two-ASIC switch, imported without naming the switch: the hostname comes from
     the techsupport's folder, each namespace's files from their suffix. The back-plane cables CONFIG_DB describes
