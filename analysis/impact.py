@@ -37,7 +37,8 @@ leaves), then one whose ports the job is known to use (on its NIC, or its connec
 `evidence.job_paths`) before one its placement merely allows, then the one that leaves the job's traffic less of
 its path (a deadlock, a storm or a link down, then an incast, lost CNPs, an imbalance or a failing optic,
 microbursts), then the one naming fewer jobs. While the stronger claim lasts, the job's loss is that
-finding's only; equal claims each count it in full (two findings of one incident). What an amplifier added to a
+finding's only; of equal claims the one that began first (two findings of one incident: the earlier) counts it,
+so a job's losses summed over findings never count one moment twice. What an amplifier added to a
 congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
 whose traffic went unthrottled), each with the congestion's loss less what it would have cost with its senders
 throttled (`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
@@ -341,7 +342,8 @@ def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple
             if k == i or g.kind == "unexplained_slowdown" or g.start > f.end or g.end < f.start:
                 continue
             for job in jobs[i] & jobs[k]:
-                if _claim(g, job) > _claim(f, job):
+                stronger, mine = _claim(g, job), _claim(f, job)
+                if stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
                     out.setdefault((i, job), []).append((g.start, g.end))
     return out
 

@@ -290,6 +290,27 @@ def test_of_two_findings_on_the_jobs_path_the_one_that_leaves_it_less_claims_the
     assert job.job_id not in bursts.evidence.get("impact", {})
 
 
+def test_two_equal_claims_on_one_job_count_each_moment_of_its_loss_once(store: Store, now: dt.datetime) -> None:
+    """Two storms that both name the job, on ports it is seen to cross, overlap by 40 s of its 80 s slow spell: the
+    one that began first counts the overlap, so the job's losses summed over them are its loss over the spell
+    (before: the overlap twice, 1.5x)."""
+    t, job = _slow_ring(store, now, "0x61", 1.5)
+    frames = Frames(store, t.window)
+    at = [now + dt.timedelta(seconds=s) for s in (SLOW[0], SLOW[0] + 60.0, SLOW[0] + 20.0, SLOW[1])]
+    paths = {"job_paths": {job.job_id: "observed"}}
+    found = [
+        Finding("pfc_storm", "warning", at[2], at[3], ("leaf1",), ("leaf1:Ethernet9/1",), 3, 1.0, "x",
+                job_ids=(job.job_id,), evidence=paths),
+        Finding("pfc_storm", "warning", at[0], at[1], ("leaf1",), ("leaf1:Ethernet10/1",), 3, 1.0, "y",
+                job_ids=(job.job_id,), evidence=paths),
+    ]  # fmt: skip
+    later, first = with_impact(found, frames.collectives(600), Fabric.from_frames(frames))
+    lost = first.evidence["impact"][job.job_id]["gpu_seconds_lost"]
+    assert _within(lost, job.lost_gpu_seconds(SLOW[0], SLOW[0] + 60))
+    total = sum(f.evidence["impact"][job.job_id]["gpu_seconds_lost"] for f in (first, later))
+    assert _within(total, job.lost_gpu_seconds(*SLOW))
+
+
 def test_lost_cnps_name_the_victims_of_the_congestion_they_left_unchecked(store: Store, now: dt.datetime) -> None:
     """An incast from a NIC deaf to CNPs slows the receiver's job 1.8x: the CNP loss names that job its victim
     with the incast's loss less what the incast would have cost with its senders throttled (the receiver's
