@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import datetime as dt
 import itertools
+from collections.abc import Callable
 from dataclasses import replace
 
 import polars as pl
@@ -31,6 +32,7 @@ from rocescope.analysis.frames import Frames
 from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
 from rocescope.analysis.report.blame import case_items, job_costs
 from rocescope.analysis.run import AnalysisResult, analyze
+from rocescope.collectors.nccl.write import InspectorRecord
 from rocescope.pipeline.store import Store
 
 from telemetry import Clock, Telemetry, steps
@@ -188,42 +190,51 @@ def test_one_jobs_incast_costs_the_other_gpu_seconds_and_explains_its_slowdown(s
     assert edge.gpu_seconds_lost == pytest.approx(impact[victim.job_id]["gpu_seconds_lost"])
 
 
+def _loss_landed(
+    store: Store,
+    now: dt.datetime,
+    job: RingJob,
+    seconds: float,
+    span: tuple[float, float],
+    recorded: Callable[[list[InspectorRecord]], list[InspectorRecord]],
+) -> tuple[float, pl.DataFrame]:
+    """`job` on one leaf for `seconds`, the records `recorded` keeps of its own landed: the GPU-seconds a finding
+    over `span` measures, and the collectives it measured them from."""
+    t = Telemetry(now, seconds)
+    job.place(t)
+    one_leaf(t, HOSTS)
+    t.land(store)
+    land_collectives(store, recorded(job.records(now, seconds)))
+    frames = Frames(store, t.window)
+    coll = frames.collectives(600)
+    start, end = (now + dt.timedelta(seconds=s) for s in span)
+    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
+    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
+    return measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], coll
+
+
 def test_records_missing_from_a_series_are_weighed_by_the_rows_that_remain(store: Store, now: dt.datetime) -> None:
     """Every collective is recorded but while the job is slow, when only every 4th reaches the file (a ring buffer
     that overflowed, a dump thread that fell behind): each of those rows then stands for four collectives, and
     the loss estimated from them matches the loss of all of them."""
-    t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x5c", slow=steps((*SLOW, 1.5), base=1.0))
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
-    slow = [k for k, at in enumerate(job._steps(300)) if SLOW[0] <= at < SLOW[1]]
-    land_collectives(store, [r for r in job.records(now, 300) if r.sequence not in slow or r.sequence % 4 == 0])
-    frames = Frames(store, t.window)
-    coll = frames.collectives(600)
+    slow = {k for k, at in enumerate(job._steps(300)) if SLOW[0] <= at < SLOW[1]}
+    lost, coll = _loss_landed(
+        store, now, job, 300, SLOW, lambda rs: [r for r in rs if r.sequence not in slow or r.sequence % 4 == 0]
+    )
     assert sorted(usable(coll)["weight"].unique().to_list()) == [1.0, 4.0]
-    start, end = (now + dt.timedelta(seconds=s) for s in SLOW)
-    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
-    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
-    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+    assert _within(lost, job.lost_gpu_seconds(*SLOW))
 
 
 def test_collectives_numbered_but_never_recorded_do_not_multiply_the_loss(store: Store, now: dt.datetime) -> None:
     """NCCL numbers every collective; Inspector drops the small CPU-timed ones (its default
     `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`), so each recorded all-reduce here follows two unrecorded ones: its
     `sequence` gap is 3 though it stands for one all-reduce (before: three times the true loss)."""
-    t = Telemetry(now, 120)
     job = RingJob("team-a/train", HOSTS, "0x5e", slow=steps((40.0, 80.0, 1.5), base=1.0))
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
-    land_collectives(store, [replace(r, sequence=3 * r.sequence) for r in job.records(now, 120)])
-    frames = Frames(store, t.window)
-    coll = frames.collectives(600)
-    start, end = (now + dt.timedelta(seconds=s) for s in (40.0, 80.0))
-    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
-    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
-    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(40.0, 80.0))
+    lost, _ = _loss_landed(
+        store, now, job, 120, (40.0, 80.0), lambda rs: [replace(r, sequence=3 * r.sequence) for r in rs]
+    )
+    assert _within(lost, job.lost_gpu_seconds(40.0, 80.0))
 
 
 def test_a_wider_sequence_gap_counts_no_more_collectives_than_fit_in_the_time_since_the_previous_record(
@@ -233,20 +244,12 @@ def test_a_wider_sequence_gap_counts_no_more_collectives_than_fit_in_the_time_si
     pass's small ones, say): the gap is four times the usual. The job spends 80% of its time in this all-reduce,
     so no second one fits between two records: each row still stands for one (before the wall-clock bound: four
     times the true loss)."""
-    t = Telemetry(now, 120)
     job = RingJob("team-a/train", HOSTS, "0x5f", every_s=0.025, slow=steps((40.0, 80.0, 1.2), base=1.0))
-    job.place(t)
-    one_leaf(t, HOSTS)
-    t.land(store)
     extra = list(itertools.accumulate(3 * (40.0 <= s < 80.0) for s in job._steps(120)))
-    renumbered = [replace(r, sequence=r.sequence + extra[r.sequence]) for r in job.records(now, 120)]
-    land_collectives(store, renumbered)
-    frames = Frames(store, t.window)
-    coll = frames.collectives(600)
-    start, end = (now + dt.timedelta(seconds=s) for s in (40.0, 80.0))
-    finding = Finding("link_flap", "warning", start, end, ("leaf1",), ("leaf1:Ethernet1/1",), -1, 1.0, "x")
-    (measured,) = with_impact([finding], coll, Fabric.from_frames(frames))
-    assert _within(measured.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(40.0, 80.0))
+    lost, _ = _loss_landed(
+        store, now, job, 120, (40.0, 80.0), lambda rs: [replace(r, sequence=r.sequence + extra[r.sequence]) for r in rs]
+    )
+    assert _within(lost, job.lost_gpu_seconds(40.0, 80.0))
 
 
 def test_a_finding_on_a_path_the_job_is_seen_to_take_claims_its_loss_before_one_it_may_take(
@@ -505,8 +508,6 @@ def test_a_stall_of_few_very_long_collectives_is_one_slowdown_by_time(store: Sto
     third 5 s bucket. Judged by the records ending in each bucket the spell fell apart into 5 s pieces and no
     finding; judged by the time each collective ran, it is one slowdown over the spell, whose GPU-seconds are the
     ranks' extra time."""
-    from rocescope.collectors.nccl.write import InspectorRecord
-
     t = Telemetry(now, 300)
     job = RingJob("team-a/train", HOSTS, "0x77")
     job.place(t)
