@@ -9,17 +9,17 @@ The numbers rest on how NCCL runs a collective:
   time lost: GPU-seconds lost = sum over the job's rows that ran during the span (a collective hung through a
   PFC storm ends after it) of (exec - baseline) x weight, where the
   weight is the number of operations the row stands for: the gap in `sequence` since the rank's previous row
-  over the series' usual gap (1 where the gap is unknown; at most ten across restarts and holes). NCCL numbers
-  every collective and Inspector leaves some out at every step: those under `NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES`
-  (8 KiB) and, under its default `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`, the CPU-timed ones (a loss scalar's
-  all-reduce, a gradient norm), so the usual gap is one recorded operation, and only a wider one (a ring
-  buffer that overflowed, a dump thread that fell behind, v4.0's latest-operation-per-dump at an interval longer
-  than the job's step) stands for operations missing from the record. A series sampled at one constant stride
-  throughout cannot be told from that and counts one operation per row (NVIDIA's suggested 500 us dump interval
-  catches every operation longer than that; 2.30's rings keep each one). The weight is bounded by wall-clock time
-  too: a communicator runs its operations one after another on its stream, so no more operations as long as
-  this one fit between the rank's previous row and this one (`since / exec`, at least 1): a row's loss is never
-  more than the time since the rank's previous row;
+  of the same operation and size (`OPERATIONS`) over that operation's usual gap (1 where the gap is unknown; at
+  most ten across restarts and holes). NCCL numbers every collective and Inspector leaves some out at every
+  step: those under `NCCL_INSPECTOR_DUMP_MIN_SIZE_BYTES` (8 KiB) and, under its default
+  `NCCL_INSPECTOR_REQUIRE_KERNEL_TIMING=1`, the CPU-timed ones (a loss scalar's all-reduce, a gradient norm).
+  So the usual gap is one step, and only a wider one (a ring buffer that overflowed, a dump thread that fell
+  behind, v4.0's latest operation per dump at an interval longer than the job's step) stands for rows missing.
+  A series sampled at one constant stride throughout cannot be told from that and counts one operation per row
+  (NVIDIA's suggested 500 us dump interval catches every operation longer than that; 2.30's rings keep each
+  one). The weight is bounded by wall-clock time too: a communicator runs its operations one after another on
+  its stream, so no more of them as long as this one fit between the rank's previous row of it and this one
+  (`since / exec`, at least 1): a row's loss is never more than the time since the rank's previous row of it;
 * a row's baseline is the median execution time and bus bandwidth of the same job, communicator, operation,
   peer and message size over `lookback_s` around the finding (before and after: a finding at the start of
   the data still has one), outside every finding's span, so one problem never becomes another's baseline;
@@ -84,8 +84,12 @@ KEY = ["job_id", "communicator", "collective", "peer", "bytes"]
 #: pauses) rather than cause it: what a job lost while a congestion finding overlaps them is that finding's.
 AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
 Span = tuple[dt.datetime, dt.datetime]
-#: A rank's series of operations (whose `sequence` gaps weigh its rows).
+#: A rank's series of operations on one communicator (NCCL numbers them in one `sequence`).
 SERIES = ["host", "pid", "communicator", "rank"]
+#: One operation of a rank's series, by function and size: a training step runs each of its collectives (an
+#: all-gather, a reduce-scatter, an all-reduce of its gradients) once, so the `sequence` gap between two of one
+#: operation is the step's count of collectives, and the one between two different ones says nothing of missing rows.
+OPERATIONS = [*SERIES, "collective", "bytes"]
 #: sources whose rows are one interval's means per message-size bucket, not single operations
 INTERVAL_MEANS = ("inspector_prom_agg", "inspector_otlp_agg")
 MAX_GAP_FACTOR = 10
@@ -124,13 +128,13 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
     rows = coll.filter(
         (pl.col("job_id") != "") & ~pl.col("source").is_in(INTERVAL_MEANS) & (pl.col("exec_time_us") > 0)
     ).sort([*SERIES, "ts"])
-    gap = (pl.col("sequence") - pl.col("sequence").shift(1).over(SERIES)).cast(pl.Float64)
+    gap = (pl.col("sequence") - pl.col("sequence").shift(1).over(OPERATIONS)).cast(pl.Float64)
     known = pl.when((pl.col("sequence") >= 0) & (pl.col("_gap") >= 1)).then(pl.col("_gap"))
-    since_us = (pl.col("ts") - pl.col("ts").shift(1).over(SERIES)).dt.total_microseconds().cast(pl.Float64)
+    since_us = (pl.col("ts") - pl.col("ts").shift(1).over(OPERATIONS)).dt.total_microseconds().cast(pl.Float64)
     return (
         rows.with_columns(_gap=gap, _fit=since_us / pl.col("exec_time_us"))
         .with_columns(_gap=known)
-        .with_columns(_median=pl.col("_gap").median().over(SERIES).fill_null(1.0))
+        .with_columns(_median=pl.col("_gap").median().over(OPERATIONS).fill_null(1.0))
         .with_columns(weight=(pl.col("_gap") / pl.col("_median")).fill_null(1.0).clip(1.0, MAX_GAP_FACTOR))
         .with_columns(
             weight=pl.when(pl.col("_fit").is_not_null())

@@ -237,6 +237,26 @@ def test_collectives_numbered_but_never_recorded_do_not_multiply_the_loss(store:
     assert _within(lost, job.lost_gpu_seconds(40.0, 80.0))
 
 
+def test_a_step_of_several_recorded_collectives_weighs_each_by_its_own_gaps(store: Store, now: dt.datetime) -> None:
+    """Each step runs an all-gather of 64 MiB, then the all-reduce, then two small collectives Inspector never
+    records (sequence 4k, 4k + 1; 4k + 2 and 4k + 3 unrecorded): the rank's gaps alternate 1 and 3, but each
+    operation's own gap is 4, every step: each row stands for one (before: each all-gather, 3 after the last
+    all-reduce, counted three times)."""
+    job = RingJob("team-a/train", HOSTS, "0x62", slow=steps((40.0, 80.0, 1.5), base=1.0))
+
+    def two_per_step(records: list[InspectorRecord]) -> list[InspectorRecord]:
+        out = []
+        for r in records:
+            gather = replace(r, op="AllGather", bytes=r.bytes // 4, sequence=4 * r.sequence,
+                             dumped_at_us=r.dumped_at_us - r.exec_time_us - 1_000)  # fmt: skip
+            out += [gather, replace(r, sequence=4 * r.sequence + 1)]
+        return out
+
+    lost, coll = _loss_landed(store, now, job, 120, (40.0, 80.0), two_per_step)
+    assert usable(coll)["weight"].unique().to_list() == [1.0]
+    assert _within(lost, 2 * job.lost_gpu_seconds(40.0, 80.0))
+
+
 def test_a_wider_sequence_gap_counts_no_more_collectives_than_fit_in_the_time_since_the_previous_record(
     store: Store, now: dt.datetime
 ) -> None:
