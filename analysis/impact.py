@@ -148,12 +148,7 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
 def overlapping(starts: pl.Series, ends: pl.Series, spans: Iterable[tuple[dt.datetime, dt.datetime]]) -> pl.Series:
     """Whether each [start, end] overlaps one of the spans. The spans are merged (disjoint, sorted), so only the
     last one that starts by a row's end can overlap it: one as-of join."""
-    merged: list[list[dt.datetime]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
+    merged = _merged(spans)
     if not merged or starts.is_empty():
         return pl.Series("overlaps", [False] * starts.len(), pl.Boolean)
     intervals = pl.DataFrame(
@@ -164,6 +159,33 @@ def overlapping(starts: pl.Series, ends: pl.Series, spans: Iterable[tuple[dt.dat
     hit = frame.join_asof(intervals, left_on="_to", right_on="_s", strategy="backward")
     hit = hit.with_columns(overlaps=pl.col("_e").is_not_null() & (pl.col("_e") >= pl.col("_from"))).sort("_i")
     return hit["overlaps"]
+
+
+def _merged(spans: Iterable[Span]) -> list[list[dt.datetime]]:
+    """The spans merged into disjoint ones, in order."""
+    merged: list[list[dt.datetime]] = []
+    for start, end in sorted(spans):
+        if merged and start <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], end)
+        else:
+            merged.append([start, end])
+    return merged
+
+
+def _uncarved(during: pl.DataFrame, carved: Mapping[tuple[int, str], Sequence[Span]]) -> pl.DataFrame:
+    """`during` without each target's (fid, job) rows that overlap a span carved from it: per target, its spans
+    merged, and one as-of join by target finds the last span that starts by each row's end."""
+    spans = [(fid, job, s, e) for (fid, job), sp in carved.items() for s, e in _merged(sp)]
+    if not spans or during.is_empty():
+        return during
+    ts = during.schema["ts"]
+    frame = pl.DataFrame(spans, schema={"fid": pl.Int64, "job_id": pl.String, "_s": ts, "_e": ts}, orient="row").sort(
+        "_s"
+    )
+    rows = during.with_row_index("_i").sort("ts")  # sorted as a whole, so within every target too
+    hit = rows.join_asof(frame, left_on="ts", right_on="_s", by=["fid", "job_id"], check_sortedness=False)
+    kept = hit.filter(pl.col("_e").is_null() | (pl.col("_e") < pl.col("began")))
+    return kept.sort("_i").drop("_i", "_s", "_e")
 
 
 def began() -> pl.Expr:
@@ -206,10 +228,7 @@ def measure(
     rows = rows.select(cols).with_columns(began=began())
     jobs_rows = rows.join(targets, on="job_id")
     during = jobs_rows.filter((pl.col("ts") >= pl.col("start")) & (pl.col("began") <= pl.col("end")))
-    for (fid, job), spans in (carved or {}).items():
-        mine = (pl.col("fid") == fid) & (pl.col("job_id") == job)
-        hit = overlapping(during["began"], during["ts"], spans)
-        during = during.filter(~(mine & pl.lit(hit)))
+    during = _uncarved(during, carved or {})
     clean = rows.filter(~overlapping(rows["began"], rows["ts"], excluded))
     base = (
         clean.join(targets, on="job_id")
