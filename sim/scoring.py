@@ -14,6 +14,9 @@ The rules (`rocescope.sim.truth` says what each kind is and where its anchor lie
 * incidents that are don't care (near a definition's edge), unobservable (nothing collected could show them) or
   unobservable by the gear's cadence (`Truth.unresolved`) are neither found nor missed, and a finding matching
   only such incidents is neither true nor false; the table shows their shares, apart from the misses;
+* an unexplained slowdown that names no straggler ("all ranks slowed alike") of a job an incident of another kind
+  concerned while it lasted is neither true nor false: the job did slow, by a cause the detectors of that kind
+  did not report (`shared_slowdown`); it is no straggler, and it is what the slowdown is there to say;
 * precision = true findings / findings; recall = matched incidents / incidents; localization = incidents matched
   at their anchor / incidents with a finding of their kind in time on one of their devices (found, perhaps at
   the wrong port); job attribution = matched incidents whose best finding names exactly the incident's jobs;
@@ -37,7 +40,20 @@ from rich.table import Table
 
 from rocescope.analysis.findings import Finding
 
-__all__ = ["KindScore", "Truth", "groups_table", "matches", "merge", "ratio", "score", "scores_table"]
+__all__ = [
+    "KindScore",
+    "Truth",
+    "groups_table",
+    "matches",
+    "merge",
+    "ratio",
+    "score",
+    "scores_table",
+    "shared_slowdown",
+]
+
+#: the truth's kind of a straggler, and the detector's of a job slowed for no reported reason
+SLOWDOWN = "unexplained_slowdown"
 
 
 @dataclass(frozen=True)
@@ -95,6 +111,21 @@ def ratio(num: int, den: int) -> float | None:
 
 def _in_time(f: Finding, t: Truth, clock: dt.timedelta) -> bool:
     return f.kind == t.kind and f.start <= t.end + clock and f.end >= t.start - clock
+
+
+def shared_slowdown(f: Finding, truths: Sequence[Truth], clock: dt.timedelta) -> bool:
+    """Whether `f` is a slowdown of a whole job (no straggler named) while an incident of another kind that
+    concerns the job lasted (its victims where measured, else its jobs)."""
+    if f.kind != SLOWDOWN or f.devices:
+        return False
+    jobs = set(f.job_ids or ())
+    return any(
+        t.kind != SLOWDOWN
+        and f.start <= t.end + clock
+        and f.end >= t.start - clock
+        and jobs & set(t.victim_jobs or t.job_ids)
+        for t in truths
+    )
 
 
 def names_anchor(f: Finding, t: Truth) -> bool:
@@ -243,7 +274,7 @@ def score(
         elif any(t.scored for t in hit):
             s.findings += 1
             s.fragments += 1
-        elif not hit:
+        elif not hit and not shared_slowdown(f, truths, clock):
             s.findings += 1
             s.unmatched.append(f)
         # a finding on don't-care or unobservable incidents only is neither true nor false

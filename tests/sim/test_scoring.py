@@ -134,6 +134,21 @@ def test_dont_care_and_unobservable_incidents_are_neither_found_nor_missed_nor_f
     assert score([edge], [elsewhere])["pfc_storm"].precision == 0.0
 
 
+def test_a_whole_job_slowed_by_an_incident_its_detectors_missed_is_neither_found_nor_false() -> None:
+    """A slowdown of every rank alike (no straggler named) of the job a storm concerned while it lasted: the storm
+    went unreported, the job did slow: neither true nor false. One naming a straggler, or of another job, or after
+    the storm, is false."""
+
+    def slow(ports: tuple[str, ...] = (), jobs: tuple[str, ...] = ("team-a/llm",), at: float = 5.0) -> Finding:
+        f = finding("unexplained_slowdown", at, at + 30.0, ports, jobs)
+        return f if ports else f.with_(devices=())
+
+    s = score([STORM], [slow()])
+    assert s["unexplained_slowdown"].findings == 0 and s["pfc_storm"].recall == 0.0
+    for false in (slow(ports=("gpu-007:eth0",)), slow(jobs=("team-b/llm",)), slow(at=120.0)):
+        assert score([STORM], [false])["unexplained_slowdown"].precision == 0.0
+
+
 def test_a_raising_detector_fails_the_run() -> None:
     window = Window(T0, T0 + dt.timedelta(seconds=60))
     detectors_ran(AnalysisResult("r", window, []), "incast", 1, "ideal", "fast")
