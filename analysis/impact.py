@@ -30,16 +30,17 @@ The numbers rest on how NCCL runs a collective:
 * the interval means of Inspector's Prometheus and OTLP aggregations (`inspector_prom_agg`,
   `inspector_otlp_agg`) stand for an unknown number of operations: they are left out.
 
-Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): a
-congestion finding (an incast, a storm...) before one that only changes how congestion is handled (`AMPLIFIERS`:
-lost CNPs, PFC off), then one that names the job among its jobs before one that merely runs near it (same hosts or
-leaves), then one whose ports the job is known to use (on its NIC, or its connections seen crossing there:
-`evidence.job_paths`) before one its placement merely allows, then the one that leaves the job's traffic less of
-its path (a deadlock, a storm or a link down, then an incast, lost CNPs, an imbalance or a failing optic,
-microbursts), then the one naming fewer jobs. While the stronger claim lasts, the job's loss is that
-finding's only; of equal claims the one that began first (two findings of one incident: the earlier) counts it,
-so a job's losses summed over findings never count one moment twice. What an amplifier added to a
-congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
+Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): the job's
+own unexplained slowdown first (its detector established that no finding overlapping it explains it: its loss is the
+straggler's, or a cause nobody reported), then a congestion finding (an incast, a storm...) before one that only
+changes how congestion is handled (`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs
+before one that merely runs near it (same hosts or leaves), then one whose ports the job is known to use (on its
+NIC, or its connections seen crossing there: `evidence.job_paths`) before one its placement merely allows, then the
+one that leaves the job's traffic less of its path (a deadlock, a storm or a link down, then an incast, lost CNPs,
+an imbalance or a failing optic, microbursts), then the one naming fewer jobs. While the stronger claim lasts, the
+job's loss is that finding's only; of equal claims the one that began first (two findings of one incident: the
+earlier) counts it, so a job's losses summed over findings never count one moment twice. What an amplifier added to
+a congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
 whose traffic went unthrottled), each with the congestion's loss less what it would have cost with its senders
 throttled (`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
 (`amplifies`).
@@ -80,6 +81,8 @@ __all__ = [
 
 #: What makes two operations comparable: the same job, communicator, operation, peer and message size.
 KEY = ["job_id", "communicator", "collective", "peer", "bytes"]
+#: A job's own slowdown that no other finding explains (`rocescope.analysis.detectors.unexplained_slowdown`).
+SLOWDOWN = "unexplained_slowdown"
 #: Kinds that change how congestion is handled (lost CNPs: PFC instead of DCQCN; PFC off: drops instead of
 #: pauses) rather than cause it: what a job lost while a congestion finding overlaps them is that finding's.
 AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
@@ -347,13 +350,16 @@ _KIND_CLAIM = {
 }  # fmt: skip
 
 
-def _claim(f: Finding, job: str) -> tuple[bool, bool, int, int, int]:
-    """How directly a finding claims a job, stronger first: it causes congestion (not an amplifier), it names
-    the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it leaves the job's traffic less
-    (`_KIND_CLAIM`), it names few jobs."""
+def _claim(f: Finding, job: str) -> tuple[bool, bool, bool, int, int, int]:
+    """How directly a finding claims a job, stronger first: it is the job's own slowdown (its detector found that
+    no other finding explains it: a straggler, or a cause nobody reported), it causes congestion (not an
+    amplifier), it names the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it leaves the
+    job's traffic less (`_KIND_CLAIM`), it names few jobs."""
+    named = job in (f.job_ids or ())
     path = _PATH_CLAIM.get(str((f.evidence.get("job_paths") or {}).get(job, "possible")), 0)
     kind = _KIND_CLAIM.get(f.kind, 0)
-    return (f.kind not in AMPLIFIERS, job in (f.job_ids or ()), path, kind, -len(f.job_ids or ()))
+    own = f.kind == SLOWDOWN and named
+    return (own, f.kind not in AMPLIFIERS, named, path, kind, -len(f.job_ids or ()))
 
 
 def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:
@@ -362,7 +368,7 @@ def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple
     out: dict[tuple[int, str], list[Span]] = {}
     for i, f in enumerate(findings):
         for k, g in enumerate(findings):
-            if k == i or g.kind == "unexplained_slowdown" or g.start > f.end or g.end < f.start:
+            if k == i or g.start > f.end or g.end < f.start:
                 continue
             for job in jobs[i] & jobs[k]:
                 stronger, mine = _claim(g, job), _claim(f, job)
@@ -483,7 +489,7 @@ def _amplified(
         if f.kind != "cnp_loss":
             continue
         for k, g in enumerate(findings):
-            if g.kind in AMPLIFIERS or g.kind == "unexplained_slowdown" or g.start > f.end or g.end < f.start:
+            if g.kind in AMPLIFIERS or g.kind == SLOWDOWN or g.start > f.end or g.end < f.start:
                 continue
             if not set(g.devices) & set(f.devices):
                 continue

@@ -82,6 +82,21 @@ def test_a_ring_waits_for_its_straggler_and_the_straggler_is_named_at_its_host(
     }  # fmt: skip
 
 
+def test_a_straggler_keeps_its_loss_from_microbursts_on_the_jobs_own_nic(store: Store, now: dt.datetime) -> None:
+    """Microbursts on a port of the job's, over the straggler's spell, that its detector judged unable to explain
+    the slowdown: the GPU-seconds are the straggler's, not theirs (before: the bursts, on the job's own NIC,
+    claimed the whole spell and the slowdown showed no impact)."""
+    t, job = _straggler_job(store, now, traced=False)
+    frames = Frames(store, t.window)
+    (slow,) = analyze(store, t.window, write=False).findings
+    placed = {"job_paths": {job.job_id: "placed"}}
+    burst = Finding("microburst", "warning", slow.start, slow.end, ("leaf1",), ("leaf1:Ethernet1/3", "node-2:eth0"),
+                    3, 1.0, "bursts", job_ids=(job.job_id,), evidence=placed)  # fmt: skip
+    straggler, bursts = with_impact([slow, burst], frames.collectives(600), Fabric.from_frames(frames))
+    assert _within(straggler.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+    assert job.job_id not in bursts.evidence["impact"]
+
+
 def test_congestion_the_job_ran_under_at_its_usual_speed_does_not_explain_its_straggler(
     store: Store, now: dt.datetime
 ) -> None:
