@@ -22,7 +22,8 @@ The numbers rest on how NCCL runs a collective:
   (`since / exec`, at least 1): a row's loss is never more than the time since the rank's previous row of it;
 * a row's baseline is the median execution time and bus bandwidth of the same job, communicator, operation,
   peer and message size over `lookback_s` around the finding (before and after: a finding at the start of
-  the data still has one), outside every finding's span, so one problem never becomes another's baseline;
+  the data still has one), outside every finding's span, so one problem never becomes another's baseline
+  (microbursts excepted: `TOO_BRIEF_TO_SLOW`);
 * excesses are summed signed and the total clipped at zero: noise around the median cancels instead of
   adding up (clipping each operation would count half of all noise as loss);
 * a collective hung until the data ends (a PFC deadlock) is never reported: a rank that reports nothing for
@@ -83,6 +84,11 @@ __all__ = [
 KEY = ["job_id", "communicator", "collective", "peer", "bytes"]
 #: A job's own slowdown that no other finding explains (`rocescope.analysis.detectors.unexplained_slowdown`).
 SLOWDOWN = "unexplained_slowdown"
+#: Findings too brief to slow a collective measurably, kept in every baseline: a microburst is, by its definition,
+#: a queue that built and drained within a read with its port far from saturated, delaying what it holds by the
+#: time to drain its peak (32 MB at 400G: 0.64 ms) against collectives of tens to hundreds of milliseconds. Training
+#: traffic makes them all the time; left out of baselines, they would leave a job none.
+TOO_BRIEF_TO_SLOW = frozenset({"microburst"})
 #: Kinds that change how congestion is handled (lost CNPs: PFC instead of DCQCN; PFC off: drops instead of
 #: pauses) rather than cause it: what a job lost while a congestion finding overlaps them is that finding's.
 AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
@@ -435,7 +441,8 @@ def with_impact(
     }
     frame = pl.DataFrame(targets, schema=schema, orient="row")
     margin = dt.timedelta(seconds=p.exclude_margin_s)
-    measured = measure(rows, frame, [(f.start - margin, f.end + margin) for f in findings], p, _carved(findings, jobs))
+    excluded = [(f.start - margin, f.end + margin) for f in findings if f.kind not in TOO_BRIEF_TO_SLOW]
+    measured = measure(rows, frame, excluded, p, _carved(findings, jobs))
     per_finding: dict[int, dict[str, dict[str, Any]]] = {}
     rows_of: dict[tuple[int, str], dict[str, Any]] = {}
     for row in measured.iter_rows(named=True):

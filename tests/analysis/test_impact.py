@@ -97,6 +97,19 @@ def test_a_straggler_keeps_its_loss_from_microbursts_on_the_jobs_own_nic(store: 
     assert job.job_id not in bursts.evidence["impact"]
 
 
+def test_microbursts_all_through_the_window_leave_the_job_its_baseline(store: Store, now: dt.datetime) -> None:
+    """Training traffic makes microbursts all the time: a finding of them over the whole window keeps no collective
+    out of the baselines (they cannot slow one measurably), so the straggler's loss is still measured (before:
+    no baseline was left, and the slowdown showed no impact)."""
+    t, job = _straggler_job(store, now, traced=False)
+    frames = Frames(store, t.window)
+    (slow,) = analyze(store, t.window, write=False).findings
+    burst = Finding("microburst", "warning", t.window.start, t.window.end, ("leaf1",), ("leaf1:Ethernet1/3",), 3,
+                    1.0, "bursts all along")  # fmt: skip
+    straggler, _ = with_impact([slow, burst], frames.collectives(600), Fabric.from_frames(frames))
+    assert _within(straggler.evidence["impact"][job.job_id]["gpu_seconds_lost"], job.lost_gpu_seconds(*SLOW))
+
+
 def test_congestion_the_job_ran_under_at_its_usual_speed_does_not_explain_its_straggler(
     store: Store, now: dt.datetime
 ) -> None:
