@@ -155,19 +155,9 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
 
 
 def overlapping(starts: pl.Series, ends: pl.Series, spans: Iterable[tuple[dt.datetime, dt.datetime]]) -> pl.Series:
-    """Whether each [start, end] overlaps one of the spans. The spans are merged (disjoint, sorted), so only the
-    last one that starts by a row's end can overlap it: one as-of join."""
-    merged = _merged(spans)
-    if not merged or starts.is_empty():
-        return pl.Series("overlaps", [False] * starts.len(), pl.Boolean)
-    intervals = pl.DataFrame(
-        {"_s": [s for s, _ in merged], "_e": [e for _, e in merged]},
-        schema={"_s": ends.dtype, "_e": ends.dtype},
-    )
-    frame = pl.DataFrame({"_from": starts, "_to": ends}).with_row_index("_i").sort("_to")
-    hit = frame.join_asof(intervals, left_on="_to", right_on="_s", strategy="backward")
-    hit = hit.with_columns(overlaps=pl.col("_e").is_not_null() & (pl.col("_e") >= pl.col("_from"))).sort("_i")
-    return hit["overlaps"]
+    """Whether each [start, end] overlaps one of the spans (`_overlaps`)."""
+    frame = pl.DataFrame({"began": starts, "ts": ends})
+    return _overlaps(frame, {(): list(spans)}, [])
 
 
 def _merged(spans: Iterable[Span]) -> list[list[dt.datetime]]:
@@ -181,20 +171,25 @@ def _merged(spans: Iterable[Span]) -> list[list[dt.datetime]]:
     return merged
 
 
+def _overlaps(rows: pl.DataFrame, spans: Mapping[tuple[Any, ...], Iterable[Span]], by: Sequence[str]) -> pl.Series:
+    """Whether each row's [`began`, `ts`] overlaps one of the spans of its key (the values of its `by` columns).
+    Each key's spans are merged (disjoint, sorted), so only the last one that starts by a row's end can overlap it:
+    one as-of join by key."""
+    ts = rows.schema["ts"]
+    flat = [(*key, s, e) for key, sp in spans.items() for s, e in _merged(sp)]
+    if not flat or rows.is_empty():
+        return pl.Series("overlaps", [False] * rows.height, pl.Boolean)
+    schema = {**{c: rows.schema[c] for c in by}, "_s": ts, "_e": ts}
+    frame = pl.DataFrame(flat, schema=schema, orient="row").sort("_s")
+    ordered = rows.select(*by, "began", "ts").with_row_index("_i").sort("ts")  # sorted as a whole: per key too
+    hit = ordered.join_asof(frame, left_on="ts", right_on="_s", by=list(by) or None, check_sortedness=False)
+    hit = hit.with_columns(overlaps=pl.col("_e").is_not_null() & (pl.col("_e") >= pl.col("began"))).sort("_i")
+    return hit["overlaps"]
+
+
 def _uncarved(during: pl.DataFrame, carved: Mapping[tuple[int, str], Sequence[Span]]) -> pl.DataFrame:
-    """`during` without each target's (fid, job) rows that overlap a span carved from it: per target, its spans
-    merged, and one as-of join by target finds the last span that starts by each row's end."""
-    spans = [(fid, job, s, e) for (fid, job), sp in carved.items() for s, e in _merged(sp)]
-    if not spans or during.is_empty():
-        return during
-    ts = during.schema["ts"]
-    frame = pl.DataFrame(spans, schema={"fid": pl.Int64, "job_id": pl.String, "_s": ts, "_e": ts}, orient="row").sort(
-        "_s"
-    )
-    rows = during.with_row_index("_i").sort("ts")  # sorted as a whole, so within every target too
-    hit = rows.join_asof(frame, left_on="ts", right_on="_s", by=["fid", "job_id"], check_sortedness=False)
-    kept = hit.filter(pl.col("_e").is_null() | (pl.col("_e") < pl.col("began")))
-    return kept.sort("_i").drop("_i", "_s", "_e")
+    """`during` without each target's (fid, job) rows that overlap a span carved from it."""
+    return during.filter(~_overlaps(during, carved, ["fid", "job_id"]))
 
 
 def began() -> pl.Expr:

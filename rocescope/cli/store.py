@@ -243,13 +243,14 @@ def import_cmd(
     if kind != "table":
         if kind not in {k.value for k in ImportKind}:
             raise typer.BadParameter(f"unknown --kind {kind!r}; choose from {', '.join(k.value for k in ImportKind)}")
+        asic = None
         if namespace is not None:
             from rocescope.collectors.sonic_dump import namespace_index
 
             if kind != ImportKind.sonic.value:
                 raise typer.BadParameter("--namespace names a SONiC ASIC: use it with --kind sonic")
             try:
-                namespace_index(namespace)
+                asic = namespace_index(namespace)
             except ValueError as exc:
                 raise typer.BadParameter(str(exc)) from exc
         _import_kind(
@@ -263,7 +264,7 @@ def import_cmd(
             at,
             as_json,
             again,
-            namespace,
+            asic,
         )
         return
     if not files:
@@ -355,7 +356,7 @@ def _import_kind(
     at: str | None,
     as_json: bool = False,
     again: bool = False,
-    namespace: str | None = None,
+    asic: int | None = None,
 ) -> None:
     """Import recorded device output of one kind through the configured transport; what each file gave is
     said, in rows: landed (of them, left raw: names the catalog does not know) and skipped, by reason. A file
@@ -382,8 +383,7 @@ def _import_kind(
         settings = load_settings()
         when = dt.datetime.fromisoformat(at).astimezone(dt.UTC) if at else dt.datetime.now(dt.UTC)
         inv = Inventory.from_yaml(inventory) if inventory is not None else Inventory()
-        asic = sonic_dump.namespace_index(namespace) if namespace is not None else None
-        options = (device or "", at or "", str(inventory or ""), namespace or "")
+        options = (device or "", at or "", str(inventory or ""), "" if asic is None else f"asic{asic}")
         digests = {path: _digest(path, kind.value, options) for path in files}
         seen = {} if again or not files else _ledger(settings, lambda s: ledger.imported(s, digests.values()), "read")
         landed: dict[str, tuple[Path, int]] = {}
