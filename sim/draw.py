@@ -18,7 +18,12 @@ What is drawn (`draw_scenario`):
 * how many small collectives each job's steps hold that NCCL numbers and Inspector never records;
 * in one run of two, a storage array no collector reads (`Scenario.unmonitored`) on a host port of its own,
   serving reads to a few job hosts over RoCE for a while: its traffic, its CNPs and its switch-side LLDP are on
-  the fabric, its own counters and LLDP are not (what a storage appliance watched by its vendor's tools is).
+  the fabric, its own counters and LLDP are not (what a storage appliance watched by its vendor's tools is);
+* in one run of four, a leaf no collector reads (`Scenario.unmonitored`): job traffic crosses it, its hosts' NICs
+  report as ever and its neighbours' LLDP names it, but its own counters and LLDP are missing (a rack outside the
+  monitoring's scope, a switch whose agent is down). No incident is placed on it or on a host under it (a fault
+  where nothing is read would be a miss no detector could avoid): it tests what a blind leaf makes the detectors
+  say about everything else.
 
 Templates with background traffic or a QoS misconfiguration whose physics rests on one geometry
 (`cnp_lossy_queue`: lossy storage traffic through the leaf that drops CNPs) keep their geometry.
@@ -61,6 +66,8 @@ __all__ = ["draw_scenario"]
 _STREAM = 0x6472617721
 #: the storage array's own stream: whether a run has one changes no other draw of the run
 _STORAGE = 0x73746F72
+#: the unmonitored leaf's own stream, likewise
+_BLIND_LEAF = 0x626C696E64
 #: kinds whose fault is the fabric's shape (the template's fabric is kept)
 _SHAPED = frozenset({"polarization", "ecmp_imbalance"})
 #: kinds that need uplinks carrying traffic (two leaves or more per rail): a deadlock's loop crosses two leaves,
@@ -119,6 +126,9 @@ class _Ranges:
     storage_share = 0.5
     storage_readers = (1, 4)
     storage_read_s = (10.0, 120.0)
+    #: a leaf no collector reads in one run of four: most runs keep every leaf watched so the exam still measures
+    #: detection where everything is read, and some 30 of the exam's 115 runs show what a blind leaf does
+    blind_leaf_share = 0.25
     #: small collectives per training step that NCCL numbers and Inspector never records (a loss all-reduce, a
     #: gradient norm, mixed precision's overflow check: CPU-timed, dropped under Inspector's default kernel
     #: timing): none to three, each job its own
@@ -159,15 +169,33 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
         collectives=collectives.model_dump(),
     )
     read = _storage_read(storage_rng, draw, incidents) if with_storage else None
+    unmonitored: list[str] = []
     if read is not None:
-        data.update(traffic=[read.model_dump()], unmonitored=[read.senders[0]])
+        data.update(traffic=[read.model_dump()])
+        unmonitored.append(read.senders[0])
+    blind_rng = np.random.default_rng([seed, _STREAM, _BLIND_LEAF])
+    if blind_rng.random() < R.blind_leaf_share and not kinds & _SHAPED:
+        leaf = _blind_leaf(blind_rng, draw, [*incidents, *([read] if read is not None else [])])
+        unmonitored += [leaf] if leaf is not None else []
+    data.update(unmonitored=unmonitored)
     return Scenario.model_validate(data)
+
+
+def _blind_leaf(rng: np.random.Generator, draw: _Drawer, named_by: Sequence[IncidentModel | Background]) -> str | None:
+    """A leaf job traffic crosses that no incident (nor the storage array's reads) names, nor any host under it;
+    None where every such leaf is taken."""
+    topo = draw.topo
+    named = {v for item in named_by for v in named_strings(item.model_dump())}
+    touched = named | {topo.nic(h, r).leaf for h in draw.hosts if h in named for r in range(topo.spec.rails)}
+    used = {topo.nic(h, r).leaf for j in draw.jobs for h in j.hosts for r in j.rails}
+    free = sorted(leaf.name for leaf in topo.leaves if leaf.name in used and leaf.name not in touched)
+    return str(rng.choice(free)) if free else None
 
 
 def _storage_read(rng: np.random.Generator, draw: _Drawer, incidents: Sequence[IncidentModel]) -> Background | None:
     """A storage array's reads: on a host port no job and no incident uses (an incident at a device nobody reads
     would be a miss no detector could avoid), to 1-4 job hosts on one rail; None where no such port is left."""
-    named = {v for inc in incidents for v in _strings(inc.model_dump())}
+    named = {v for inc in incidents for v in named_strings(inc.model_dump())}
     free = [h for h in draw.free if h not in named]
     busy = [h for h in draw.hosts if h not in draw.free]
     if not free or not busy:
@@ -185,14 +213,14 @@ def _storage_read(rng: np.random.Generator, draw: _Drawer, incidents: Sequence[I
     )
 
 
-def _strings(value: Any) -> list[str]:
+def named_strings(value: Any) -> list[str]:
     """Every string in a dumped model (the hosts and devices an incident names, among others)."""
     if isinstance(value, str):
         return [value]
     if isinstance(value, dict):
-        return [s for v in value.values() for s in _strings(v)]
+        return [s for v in value.values() for s in named_strings(v)]
     if isinstance(value, list | tuple):
-        return [s for v in value for s in _strings(v)]
+        return [s for v in value for s in named_strings(v)]
     return []
 
 
