@@ -133,8 +133,10 @@ class World:
             return t.start_s < ev.end_s and t.end_s + slack > ev.start_s
 
         congestion = self.ledger.congestion()
+        imbalance = self.ledger.imbalance()
         self._label_fan_in(congestion)
-        for ev in [*self.ledger.imbalance(), *congestion]:
+        self._label_imbalance(imbalance)
+        for ev in [*imbalance, *congestion]:
             where = f"{ev.port.device}:{ev.port.name}"
             if ev.kind == "ecmp_imbalance":
                 near = {ev.port.device, ev.port.peer_device}
@@ -186,6 +188,28 @@ class World:
             elif kind != t.kind:
                 became = next(ev.what for ev in there if ev.kind == kind and not ev.dont_care)
                 self.truth[i] = replace(t, kind=kind, description=f"{t.description}; by the definitions: {became}")
+
+    def _label_imbalance(self, events: list[Event]) -> None:
+        """Injected ECMP imbalance is an incident only where its hot member met the definition
+        (`rocescope.sim.truth.IMBALANCE`), as injected fan-in is: elephants that DCQCN holds below saturation on
+        the member they share, or whose siblings were busy too, stayed at the definition's edge (don't care) or
+        never made the member hot at all (unobservable)."""
+        for i, t in enumerate(self.truth):
+            if t.kind != "ecmp_imbalance" or not t.observable or t.dont_care:
+                continue
+            there = [
+                ev
+                for ev in events
+                if f"{ev.port.device}:{ev.port.name}" in t.anchor and ev.start_s < t.end_s and ev.end_s > t.start_s
+            ]
+            if any(not ev.dont_care for ev in there):
+                continue
+            if there:
+                self.truth[i] = replace(t, dont_care=True, description=f"{t.description}; {there[0].what} (don't "
+                                        "care)")  # fmt: skip
+            else:
+                self.truth[i] = replace(t, observable=False, description=f"{t.description}; its member never ran "
+                                        "hot while its siblings had room (unobservable)")  # fmt: skip
 
     def _jobs_crossing(self, ev: Event) -> tuple[str, ...]:
         """Placed jobs with a flow crossing the event's port while it lasted."""

@@ -240,6 +240,20 @@ def test_an_injected_imbalance_is_not_labeled_twice() -> None:
     assert [t for t in world.emergent if t.kind == "ecmp_imbalance"] == []
 
 
+@pytest.mark.parametrize(("hot", "verdict"), [(0.95, "incident"), (0.8, "don't care"), (0.3, "unobservable")])
+def test_an_injected_imbalance_is_labeled_by_what_its_member_did(hot: float, verdict: str) -> None:
+    """Elephants hashed onto one uplink are an incident only where the member met the definition: DCQCN holding
+    them at 80% of its line rate is the definition's edge, a member that never ran hot showed nothing."""
+    inc = {"kind": "ecmp_imbalance", "start": "30s", "end": "100s", "leaf": "leaf-r0-01", "uplink": 0, "senders": 3}
+    world = build_world(scenario([inc], duration="2m"), start=T0)
+    _ledger_run(world, hot=hot)
+    world.mark_emergent()
+    (truth,) = world.truth
+    got = "unobservable" if not truth.observable else "don't care" if truth.dont_care else "incident"
+    assert got == verdict and truth.kind == "ecmp_imbalance"
+    assert [t for t in world.emergent if t.kind == "ecmp_imbalance" and not t.dont_care] == []
+
+
 def test_a_run_shorter_than_a_bucket_labels_nothing() -> None:
     world = ran(scenario([], duration="4s"))
     assert world.ledger is not None and len(world.ledger.times) >= 4
