@@ -31,16 +31,9 @@ The numbers rest on how NCCL runs a collective:
 * the interval means of Inspector's Prometheus and OTLP aggregations (`inspector_prom_agg`,
   `inspector_otlp_agg`) stand for an unknown number of operations: they are left out.
 
-Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): the job's
-own unexplained slowdown first (its detector established that no finding overlapping it explains it: its loss is the
-straggler's, or a cause nobody reported), then a congestion finding (an incast, a storm...) before one that only
-changes how congestion is handled (`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs
-before one that merely runs near it (same hosts or leaves), then one whose ports the job is known to use (on its
-NIC, or its connections seen crossing there: `evidence.job_paths`) before one its placement merely allows, then the
-one that leaves the job's traffic less of its path (a deadlock, a storm or a link down, then an incast, lost CNPs,
-an imbalance or a failing optic, microbursts), then the one naming fewer jobs. While the stronger claim lasts, the
-job's loss is that finding's only; of equal claims the one that began first (two findings of one incident: the
-earlier) counts it, so a job's losses summed over findings never count one moment twice. What an amplifier added to
+Findings that overlap in time and claim one job share its loss by how directly they claim it
+(`rocescope.analysis.claims`): while the stronger claim lasts, the job's loss is that finding's only, so a job's
+losses summed over findings never count one moment twice. What an amplifier added to
 a congestion's loss is a counterfactual: lost CNPs name the jobs that congestion hurt as their victims (but the jobs
 whose traffic went unthrottled), each with the congestion's loss less what it would have cost with its senders
 throttled (`_controlled_loss`: the receiver's port full at its line rate, no pause), and the loss they share
@@ -63,6 +56,7 @@ from typing import Any
 
 import polars as pl
 
+from rocescope.analysis.claims import AMPLIFIERS, SLOWDOWN, Span, claimed_spans, overlapping, uncarved
 from rocescope.analysis.fabric import Fabric, split_ref
 from rocescope.analysis.findings import Finding
 
@@ -75,24 +69,17 @@ __all__ = [
     "candidate_jobs",
     "concerning",
     "measure",
-    "overlapping",
     "usable",
     "with_impact",
 ]
 
 #: What makes two operations comparable: the same job, communicator, operation, peer and message size.
 KEY = ["job_id", "communicator", "collective", "peer", "bytes"]
-#: A job's own slowdown that no other finding explains (`rocescope.analysis.detectors.unexplained_slowdown`).
-SLOWDOWN = "unexplained_slowdown"
 #: Findings too brief to slow a collective measurably, kept in every baseline: a microburst is, by its definition,
 #: a queue that built and drained within a read with its port far from saturated, delaying what it holds by the
 #: time to drain its peak (32 MB at 400G: 0.64 ms) against collectives of tens to hundreds of milliseconds. Training
 #: traffic makes them all the time; left out of baselines, they would leave a job none.
 TOO_BRIEF_TO_SLOW = frozenset({"microburst"})
-#: Kinds that change how congestion is handled (lost CNPs: PFC instead of DCQCN; PFC off: drops instead of
-#: pauses) rather than cause it: what a job lost while a congestion finding overlaps them is that finding's.
-AMPLIFIERS = frozenset({"cnp_loss", "pfc_misconfig"})
-Span = tuple[dt.datetime, dt.datetime]
 #: A rank's series of operations on one communicator (NCCL numbers them in one `sequence`).
 SERIES = ["host", "pid", "communicator", "rank"]
 #: One operation of a rank's series, by function and size: a training step runs each of its collectives (an
@@ -154,44 +141,6 @@ def usable(coll: pl.DataFrame) -> pl.DataFrame:
     )
 
 
-def overlapping(starts: pl.Series, ends: pl.Series, spans: Iterable[tuple[dt.datetime, dt.datetime]]) -> pl.Series:
-    """Whether each [start, end] overlaps one of the spans (`_overlaps`)."""
-    frame = pl.DataFrame({"began": starts, "ts": ends})
-    return _overlaps(frame, {(): list(spans)}, [])
-
-
-def _merged(spans: Iterable[Span]) -> list[list[dt.datetime]]:
-    """The spans merged into disjoint ones, in order."""
-    merged: list[list[dt.datetime]] = []
-    for start, end in sorted(spans):
-        if merged and start <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], end)
-        else:
-            merged.append([start, end])
-    return merged
-
-
-def _overlaps(rows: pl.DataFrame, spans: Mapping[tuple[Any, ...], Iterable[Span]], by: Sequence[str]) -> pl.Series:
-    """Whether each row's [`began`, `ts`] overlaps one of the spans of its key (the values of its `by` columns).
-    Each key's spans are merged (disjoint, sorted), so only the last one that starts by a row's end can overlap it:
-    one as-of join by key."""
-    ts = rows.schema["ts"]
-    flat = [(*key, s, e) for key, sp in spans.items() for s, e in _merged(sp)]
-    if not flat or rows.is_empty():
-        return pl.Series("overlaps", [False] * rows.height, pl.Boolean)
-    schema = {**{c: rows.schema[c] for c in by}, "_s": ts, "_e": ts}
-    frame = pl.DataFrame(flat, schema=schema, orient="row").sort("_s")
-    ordered = rows.select(*by, "began", "ts").with_row_index("_i").sort("ts")  # sorted as a whole: per key too
-    hit = ordered.join_asof(frame, left_on="ts", right_on="_s", by=list(by) or None, check_sortedness=False)
-    hit = hit.with_columns(overlaps=pl.col("_e").is_not_null() & (pl.col("_e") >= pl.col("began"))).sort("_i")
-    return hit["overlaps"]
-
-
-def _uncarved(during: pl.DataFrame, carved: Mapping[tuple[int, str], Sequence[Span]]) -> pl.DataFrame:
-    """`during` without each target's (fid, job) rows that overlap a span carved from it."""
-    return during.filter(~_overlaps(during, carved, ["fid", "job_id"]))
-
-
 def began() -> pl.Expr:
     """When each collective began: its end less its execution time (a collective hung through a PFC storm
     ends after it, yet ran during it)."""
@@ -232,7 +181,7 @@ def measure(
     rows = rows.select(cols).with_columns(began=began())
     jobs_rows = rows.join(targets, on="job_id")
     during = jobs_rows.filter((pl.col("ts") >= pl.col("start")) & (pl.col("began") <= pl.col("end")))
-    during = _uncarved(during, carved or {})
+    during = uncarved(during, carved or {})
     clean = rows.filter(~overlapping(rows["began"], rows["ts"], excluded))
     base = (
         clean.join(targets, on="job_id")
@@ -335,49 +284,6 @@ def candidate_jobs(f: Finding, fabric: Fabric) -> set[str]:
     return jobs
 
 
-#: How directly a finding's ports are known to carry a job (`evidence.job_paths`, `Fabric.path_evidence`): on the
-#: job's NIC, on a path its connections were seen to take, or on one its placement merely allows.
-_PATH_CLAIM = {"placed": 2, "observed": 1, "possible": 0}
-
-
-#: Of two findings on the job's path, the one that leaves its traffic less of the path claims the loss: a
-#: deadlock or a storm (a queue held paused: nothing) and a link down (nothing on that link until it is back)
-#: before an incast (the receiver's line rate shared by its senders), before lost CNPs (senders not slowed, the
-#: incast's pauses spread), before an imbalanced member or a failing optic (a share of one member, or resends),
-#: before microbursts (milliseconds of a full queue).
-_KIND_CLAIM = {
-    "pfc_deadlock": 6, "pfc_storm": 5, "link_flap": 5, "incast": 4, "cnp_loss": 3, "ecmp_imbalance": 2,
-    "polarization": 2, "degraded_optics": 2, "microburst": 1,
-}  # fmt: skip
-
-
-def _claim(f: Finding, job: str) -> tuple[bool, bool, bool, int, int, int]:
-    """How directly a finding claims a job, stronger first: it is the job's own slowdown (its detector found that
-    no other finding explains it: a straggler, or a cause nobody reported), it causes congestion (not an
-    amplifier), it names the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it leaves the
-    job's traffic less (`_KIND_CLAIM`), it names few jobs."""
-    named = job in (f.job_ids or ())
-    path = _PATH_CLAIM.get(str((f.evidence.get("job_paths") or {}).get(job, "possible")), 0)
-    kind = _KIND_CLAIM.get(f.kind, 0)
-    own = f.kind == SLOWDOWN and named
-    return (own, f.kind not in AMPLIFIERS, named, path, kind, -len(f.job_ids or ()))
-
-
-def _carved(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:
-    """(finding, job) -> the spans of overlapping findings that claim the job more directly (see the module
-    docstring): while they last, the job's loss is theirs."""
-    out: dict[tuple[int, str], list[Span]] = {}
-    for i, f in enumerate(findings):
-        for k, g in enumerate(findings):
-            if k == i or g.start > f.end or g.end < f.start:
-                continue
-            for job in jobs[i] & jobs[k]:
-                stronger, mine = _claim(g, job), _claim(f, job)
-                if stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
-                    out.setdefault((i, job), []).append((g.start, g.end))
-    return out
-
-
 def _hurt(lost: float, baseline_gpu_seconds: float, p: ImpactParams) -> bool:
     return bool(lost >= p.min_loss_share * baseline_gpu_seconds and lost >= p.min_gpu_seconds)
 
@@ -437,7 +343,7 @@ def with_impact(
     frame = pl.DataFrame(targets, schema=schema, orient="row")
     margin = dt.timedelta(seconds=p.exclude_margin_s)
     excluded = [(f.start - margin, f.end + margin) for f in findings if f.kind not in TOO_BRIEF_TO_SLOW]
-    measured = measure(rows, frame, excluded, p, _carved(findings, jobs))
+    measured = measure(rows, frame, excluded, p, claimed_spans(findings, jobs))
     per_finding: dict[int, dict[str, dict[str, Any]]] = {}
     rows_of: dict[tuple[int, str], dict[str, Any]] = {}
     for row in measured.iter_rows(named=True):

@@ -25,11 +25,12 @@ from nccl_jobs import (
 )
 
 from rocescope.analysis.blame import who_hurt_whom, with_blame
+from rocescope.analysis.claims import overlapping
 from rocescope.analysis.collectives import job_collectives
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.findings import Finding
 from rocescope.analysis.frames import Frames
-from rocescope.analysis.impact import ImpactParams, overlapping, usable, with_impact
+from rocescope.analysis.impact import ImpactParams, usable, with_impact
 from rocescope.analysis.report.blame import case_items, job_costs
 from rocescope.analysis.run import AnalysisResult, analyze
 from rocescope.collectors.nccl.write import InspectorRecord
