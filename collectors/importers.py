@@ -36,7 +36,7 @@ from rocescope.collectors.common.json_text import may_hold_surrogates, scrub
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX
 from rocescope.collectors.gnmi.paths import parse_path, path_elems
-from rocescope.collectors.gnmi.resolve import resolve_elems
+from rocescope.collectors.gnmi.resolve import instance_device, resolve_elems
 from rocescope.collectors.gnmi.values import POSITIVE_ONLY, reading
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
@@ -141,7 +141,7 @@ def add_value(rows: CounterRows, ts: int, device: str, elems: Elems, value: obje
         rows.nonnumeric += 1
         return
     metric = r.metric if r.metric is not None else UNKNOWN_PREFIX + r.raw_name
-    rows.add(ts, r.port, metric, x, r.raw_name, r.priority, device)
+    rows.add(ts, r.port, metric, x, r.raw_name, r.priority, instance_device(device, r.instance))
 
 
 def _path(text: object) -> Elems:
@@ -325,6 +325,7 @@ class _Target:
     known: str | None  # the catalog's name (None: unknown), as `reading` takes it
     factor: float
     plain: bool  # a number read as number x factor (no word to parse, no zero that means "not known")
+    instance: str  # a SONiC database instance that is a device of its own (`asic0`: `instance_device`), or ""
 
 
 def _series(path: str, tags: Mapping[str, Any], target: str) -> _Series:
@@ -342,7 +343,7 @@ def _resolved(path: str, keys: tuple[tuple[str, str], ...], target: str) -> _Ser
     r = resolve_elems(elems, target)
     metric = r.metric if r.metric is not None else UNKNOWN_PREFIX + r.raw_name
     plain = r.metric not in POSITIVE_ONLY
-    return elems, _Target(r.port, r.priority, metric, r.raw_name, r.metric, r.factor, plain)
+    return elems, _Target(r.port, r.priority, metric, r.raw_name, r.metric, r.factor, plain, r.instance)
 
 
 @dataclass(frozen=True, slots=True)
@@ -388,8 +389,8 @@ def _template(book: _Book, shape: tuple[str, ...], tags: Mapping[str, Any], targ
         hit = book.paths.get(path)
         if hit is None:
             hit = book.paths[path] = _series(str(path), tags, target)
-        if hit[1] is None or not hit[1].plain:
-            return None
+        if hit[1] is None or not hit[1].plain or hit[1].instance:
+            return None  # (values of a multi-ASIC switch's instances land on their ASICs, one by one)
         targets.append(hit[1])
     factors = tuple(t.factor for t in targets)
     return _Template(
@@ -466,7 +467,7 @@ def _event(ev: Mapping[str, Any], rows: CounterRows, device: str) -> None:
         metric(r.metric)
         number(x)
         raw(r.raw_name)
-        device_of(dev)
+        device_of(instance_device(dev, r.instance) if r.instance else dev)
 
 
 def _json_format(doc: Mapping[str, Any], rows: CounterRows, device: str) -> None:

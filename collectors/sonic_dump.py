@@ -29,7 +29,7 @@ from typing import Any
 
 from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX
-from rocescope.collectors.gnmi.resolve import resolve_elems
+from rocescope.collectors.gnmi.resolve import instance_device, resolve_elems
 from rocescope.collectors.gnmi.values import reading
 from rocescope.collectors.importers import Elems, add_value
 from rocescope.collectors.lldp.parse import Neighbor
@@ -206,7 +206,7 @@ class Namespace:
 
 def asic_device(chassis: str, index: int) -> str:
     """The device name of ASIC `index` of the switch `chassis`, as SONiC names its namespace (`asic0`)."""
-    return f"{chassis}-asic{index}"
+    return instance_device(chassis, f"asic{index}")
 
 
 def _port_fields(doc: object) -> dict[str, dict[str, str]]:

@@ -33,7 +33,14 @@ from rocescope.collectors.common.json_text import load_json
 from rocescope.collectors.common.rows import constant
 from rocescope.collectors.gnmi.paths import NO_KEYS, Elem, elems_str, path_elems
 from rocescope.collectors.gnmi.proto import pb
-from rocescope.collectors.gnmi.resolve import DEFAULT_VENDORS, Resolved, is_sonic, resolve_elems, strip_module
+from rocescope.collectors.gnmi.resolve import (
+    DEFAULT_VENDORS,
+    Resolved,
+    instance_device,
+    is_sonic,
+    resolve_elems,
+    strip_module,
+)
 from rocescope.collectors.gnmi.values import POSITIVE_ONLY, TEXT_VALUES, number, scalar
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch, conform
@@ -175,7 +182,9 @@ class GnmiDecoder:
     def _reset_cache(self) -> None:
         self._by_prefix: dict[bytes, tuple[Any, dict[bytes, _PathInfo]]] = {}
         self._positive: set[int] = set()  # codes of POSITIVE_ONLY metrics (a zero speed is "unknown")
-        self._res: dict[tuple[str, int, str, str], int] = {}
+        self._res: dict[tuple[str, str, int, str, str], int] = {}
+        self._r_device: list[int] = []
+        self._devices: dict[str, int] = {}
         self._r_port: list[int] = []
         self._r_prio: list[int] = []
         self._r_metric: list[int] = []
@@ -406,12 +415,14 @@ class GnmiDecoder:
             if not self.keep_unknown:
                 return None
             metric = UNKNOWN_PREFIX + r.raw_name
-        rkey = (r.port, r.priority, metric, r.raw_name)
+        rkey = (r.instance, r.port, r.priority, metric, r.raw_name)
         code = self._res.get(rkey)
         if code is None:
             code = self._res[rkey] = len(self._r_port)
             if metric in POSITIVE_ONLY:
                 self._positive.add(code)
+            device = instance_device(self.device, r.instance)
+            self._r_device.append(self._devices.setdefault(device, len(self._devices)))
             self._r_port.append(self._ports.setdefault(r.port, len(self._ports)))
             self._r_prio.append(r.priority)
             self._r_metric.append(self._metrics.setdefault(metric, len(self._metrics)))
@@ -450,7 +461,7 @@ class GnmiDecoder:
         table = pa.table(
             {
                 "ts": pa.array(ts, pa.int64()).view(pa.timestamp("ns", tz="UTC")),
-                "device": constant(self.device, n),
+                "device": column(self._r_device, self._devices),
                 "role": constant(_ROLE, n),
                 "port": column(self._r_port, self._ports),
                 "priority": pa.array(np.asarray(self._r_prio, dtype=np.int8)[codes], pa.int8()),

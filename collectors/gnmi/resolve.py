@@ -1,7 +1,8 @@
 """gNMI paths -> (port, priority, catalog metric, raw name): what a value at a path means, by the path's shape.
 
 * SONiC database paths (a `*_DB` target such as `COUNTERS_DB` or `APPL_DB/asic0`; or a first element naming
-  the DB, `sonic-db:APPL_DB/localhost/...`, whose DB and instance elements are dropped; or a first element
+  the DB, `sonic-db:APPL_DB/localhost/...`, whose DB and instance elements are dropped, the instance kept in
+  `Resolved.instance`: a multi-ASIC switch's ASICs are devices of their own, `instance_device`; or a first element
   COUNTERS / *_WATERMARKS / RATES). COUNTERS_DB tables: the last element is the SAI field (vendor
   `sonic_sai`), the one before it the object key, `Ethernet68` (port) or `Ethernet68:3` (port, queue/PG
   index). COUNTERS (peak since the last poll) and PERIODIC_WATERMARKS map to the catalog; USER_ and
@@ -24,12 +25,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from rocescope import catalog
 from rocescope.collectors.gnmi.paths import NO_KEYS, Elem, elems_str
 
-__all__ = ["DEFAULT_VENDORS", "Resolved", "is_sonic", "resolve_elems", "strip_module"]
+__all__ = ["DEFAULT_VENDORS", "Resolved", "instance_device", "is_sonic", "resolve_elems", "strip_module"]
 
 #: Catalog vendors tried, in order, for a path below an interface or a QoS interface that is not SONiC's.
 DEFAULT_VENDORS: tuple[str, ...] = ("openconfig", "srlinux", "cumulus")
@@ -59,6 +60,9 @@ class Resolved:
     metric: str | None
     raw_name: str
     factor: float = 1.0
+    #: the SONiC database instance the path names, where it is not the host's (`asic0`, `dpu1`): a multi-ASIC
+    #: switch keeps one set of databases per ASIC, each a device of its own (`instance_device`)
+    instance: str = ""
 
 
 def _index_of(text: str) -> int:
@@ -80,6 +84,12 @@ def _catalog(vendor: str, name: str) -> tuple[str, int, float] | None:
     return None if hit is None else (hit[0], hit[1], catalog.scale(vendor, name))
 
 
+def instance_device(device: str, instance: str) -> str:
+    """The device an instance of a SONiC switch's databases counts for: the switch itself for the host's
+    (`localhost`, or none), else `<switch>-<instance>` (`sw1-asic0`), as a multi-ASIC switch's dumps are named."""
+    return device if instance in ("", "localhost") else f"{device}-{instance}"
+
+
 def _is_db(name: str) -> bool:
     return _DB_NAME.fullmatch(name.rpartition(":")[2]) is not None
 
@@ -93,20 +103,27 @@ def is_sonic(target: str, elems: Sequence[Elem]) -> bool:
     return bool(elems) and (elems[0][0] in _SONIC_TABLES or _is_db(elems[0][0]))
 
 
-def _sonic_names(elems: Sequence[Elem]) -> list[str]:
-    """Element names from the table on: a leading DB element and the instance after it are dropped."""
+def _sonic_names(elems: Sequence[Elem], target: str) -> tuple[list[str], str]:
+    """Element names from the table on, and the database instance: a leading DB element and the instance after it
+    are dropped (`sonic-db:COUNTERS_DB/asic2/...`), as is an instance leading the path under a DB target
+    (`COUNTERS_DB`: `asic2/COUNTERS/...`); a target may name the instance too (`COUNTERS_DB/asic2`)."""
     names = [name for name, _ in elems]
+    instance = target.partition("/")[2] if _INSTANCE.fullmatch(target.partition("/")[2]) else ""
     if names and _is_db(names[0]):
         del names[0]
-        if names and _INSTANCE.fullmatch(names[0]):
-            del names[0]
+    if names and _INSTANCE.fullmatch(names[0]):
+        instance = names.pop(0)
     if len(names) >= 2 and names[-1] == names[-2]:  # a field path answered with {"FIELD": value}
         names.pop()
-    return names
+    return names, instance
 
 
-def _resolve_sonic(elems: Sequence[Elem]) -> Resolved:
-    names = _sonic_names(elems)
+def _resolve_sonic(elems: Sequence[Elem], target: str) -> Resolved:
+    names, instance = _sonic_names(elems, target)
+    return replace(_resolve_sonic_names(names), instance=instance)
+
+
+def _resolve_sonic_names(names: list[str]) -> Resolved:
     table = names[0] if names else ""
     field_name = names[-1] if names else ""
     key = names[-2] if len(names) >= 2 else ""
@@ -141,7 +158,7 @@ def _list_index(elems: Sequence[Elem]) -> int:
 def resolve_elems(elems: Sequence[Elem], target: str = "", vendors: Sequence[str] = DEFAULT_VENDORS) -> Resolved:
     """Map a full path (prefix + path [+ JSON members]) to (port, priority, metric, raw name)."""
     if is_sonic(target, elems):
-        return _resolve_sonic(elems)
+        return _resolve_sonic(elems, target)
     names = [strip_module(name) for name, _ in elems]
     port = ""
     anchor = -1  # elements [anchor:] form the catalog name

@@ -45,6 +45,27 @@ def test_gnmic_event_and_json_formats_golden() -> None:
     assert [b.key for b in rows.to_batches("switch", "import")] == ["203.0.113.12", "leaf-r0-01", "leaf1"]
 
 
+def test_a_gnmic_capture_of_a_multi_asic_switch_lands_each_asic_on_its_own_device() -> None:
+    """gnmic events and JSON messages from sonic-gnmi's per-ASIC databases (`sonic-db:COUNTERS_DB/asic<n>`):
+    the same back-plane port on two ASICs stays two series, on the devices `--namespace` imports name."""
+    octets = "SAI_PORT_STAT_IF_IN_OCTETS"
+    events = [
+        {"name": "sub", "timestamp": 1_740_830_400_000_000_000, "tags": {"source": "sw1:8080"},
+         "values": {f"sonic-db:COUNTERS_DB/{ns}/COUNTERS/Ethernet-BP0/{octets}": v}}
+        for ns, v in (("asic0", 10), ("asic1", 11), ("localhost", 12))
+    ]  # fmt: skip
+    message = {"source": "sw1:8080", "timestamp": 1_740_830_401_000_000_000, "updates": [
+        {"Path": f"sonic-db:COUNTERS_DB/asic1/COUNTERS/Ethernet-BP0/{octets}", "values": {"": 13}}]}  # fmt: skip
+    rows = gnmic_rows(gnmic_documents(json.dumps(events) + "\n" + json.dumps(message)))
+    got = list(zip(rows.device, rows.port, rows.metric, rows.value, strict=True))
+    assert got == [
+        ("sw1-asic0", "Ethernet-BP0", "rx_bytes", 10.0),
+        ("sw1-asic1", "Ethernet-BP0", "rx_bytes", 11.0),
+        ("sw1", "Ethernet-BP0", "rx_bytes", 12.0),
+        ("sw1-asic1", "Ethernet-BP0", "rx_bytes", 13.0),
+    ]
+
+
 def test_a_gnmic_source_names_its_device_without_the_port() -> None:
     cases = {
         "leaf-01": "leaf-01",

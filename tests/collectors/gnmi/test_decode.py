@@ -16,6 +16,7 @@ from rocescope import catalog, schema
 from rocescope.collectors.gnmi.decode import GnmiDecoder, resolve_elems
 from rocescope.collectors.gnmi.paths import parse_path, path_elems
 from rocescope.collectors.gnmi.proto import pb
+from rocescope.collectors.sonic_dump import asic_device
 from rocescope.errors import DecodeError
 from rocescope.pipeline.batch import Batch
 
@@ -243,6 +244,35 @@ def test_sonic_port_table_speed_in_every_path_form() -> None:
         ("Ethernet80", "PORT_TABLE/speed"): 400e9,
         ("Ethernet0", "PORT/speed"): 100e9,
     }
+
+
+def test_a_multi_asic_switchs_instances_are_devices_of_their_own() -> None:
+    """A multi-ASIC SONiC switch keeps one COUNTERS_DB per ASIC; sonic-gnmi names the instance after the DB
+    (`sonic-db:COUNTERS_DB/asic2`, as sonic-mgmt's gNMI tests subscribe) or in the target (`COUNTERS_DB/asic1`).
+    Back-plane ports repeat their names on every ASIC: each instance's values land on `<switch>-asic<n>`, the
+    name `import --kind sonic --namespace` gives them, never summed into one series of the switch."""
+    octets = "SAI_PORT_STAT_IF_IN_OCTETS"
+    dec = GnmiDecoder("sw1")
+    dec.feed(
+        notification(
+            (f"COUNTERS_DB/asic0/COUNTERS/Ethernet-BP0/{octets}", "uint_val", 100),
+            (f"COUNTERS_DB/asic2/COUNTERS/Ethernet-BP0/{octets}", "uint_val", 300),
+            (f"COUNTERS_DB/localhost/COUNTERS/Ethernet0/{octets}", "uint_val", 7),
+            origin="sonic-db",
+        )
+    )
+    dec.feed(notification((f"COUNTERS/Ethernet-BP0/{octets}", "uint_val", 200), target="COUNTERS_DB/asic1"))
+    dec.feed(notification((f"asic3/COUNTERS/Ethernet-BP0/{octets}", "uint_val", 400), target="COUNTERS_DB"))
+    df = frame(dec.flush())
+    got = {(d, p): v for d, p, v in df.select("device", "port", "value").iter_rows()}
+    assert got == {
+        (asic_device("sw1", 0), "Ethernet-BP0"): 100.0,
+        ("sw1-asic1", "Ethernet-BP0"): 200.0,
+        ("sw1-asic2", "Ethernet-BP0"): 300.0,
+        ("sw1-asic3", "Ethernet-BP0"): 400.0,
+        ("sw1", "Ethernet0"): 7.0,
+    }
+    assert set(df["metric"]) == {"rx_bytes"}
 
 
 def test_sonic_state_db_speed_and_unknown_speeds_give_no_row() -> None:
