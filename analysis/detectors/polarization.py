@@ -29,6 +29,8 @@ Method, on the spine downlinks' `tx_bytes` per sample:
   set, times the C(n, cold) sets that could have been picked after looking, is at most `max_chance`.
   A small fabric (few leaf groups), or one flow per group on few groups, cannot show polarization
   apart from chance, and is not called; the skew left is the second tier's conditioned on the first;
+  spines that agree at once combine their chances as independent tests (Fisher's method: each spine once,
+  over every spine with groups of that size, those that showed nothing at chance 1: `_unlikely`);
 * episodes of every spine overlapping in time are one incident, one finding: ports are the hot
   members (above their group's mean over the episode), devices the spines then the leaves behind
   the hot ports, jobs those crossing the polarized spines. Severity is critical when a hot member
@@ -55,7 +57,7 @@ import datetime as dt
 import math
 import re
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -324,20 +326,28 @@ def spine_episodes(ctx: Context, p: PolarizationParams) -> tuple[list[SpineEpiso
         else:
             clusters.append((spine, n, {pos}, start, end))
     found = [_judge(data, spine, n, tuple(sorted(cold)), start, end, p) for spine, n, cold, start, end in clusters]
-    return _unlikely([e for e in found if e is not None], p.max_chance), data
+    tested = dict(data.select("device", "n").unique().group_by("n").len().iter_rows())
+    return _unlikely([e for e in found if e is not None], p.max_chance, tested), data
 
 
-def _unlikely(eps: list[SpineEpisode], max_chance: float) -> list[SpineEpisode]:
+def _unlikely(eps: list[SpineEpisode], max_chance: float, tested: Mapping[int, int]) -> list[SpineEpisode]:
     """The episodes independent hashing would hardly give: alone (`chance_independent` at most `max_chance`),
     or jointly with the other spines' episodes at the same time. Each spine hashes on its own, so their chances
     combine as independent tests do (Fisher: the chance that a product of k uniform chances is at most t is
     t * sum_{i<k} (-ln t)^i / i!): a fabric whose spines each have too few groups to tell (or lost a group to a
-    cable no LLDP named) still shows it across its spines."""
+    cable no LLDP named) still shows it across its spines. Fisher's method holds for independent tests, all of
+    them: each spine counts once (its smallest chance: two episodes of one spine are its same groups looked at
+    twice), and every spine with groups of that size (`tested`: size -> spines) is one of the k, a spine that showed
+    nothing with chance 1. Counting one spine twice, or only the spines that showed something, calls luck."""
     keep: list[SpineEpisode] = []
     for incident in _incidents(eps):
-        product = math.prod(float(e.evidence["chance_independent"]) for e in incident)
+        best: dict[str, float] = {}
+        for e in incident:
+            best[e.spine] = min(best.get(e.spine, 1.0), float(e.evidence["chance_independent"]))
+        k = max(len(best), *(tested.get(e.n, 0) for e in incident))
+        product = math.prod(best.values())
         joint = (
-            min(1.0, product * sum((-math.log(product)) ** i / math.factorial(i) for i in range(len(incident))))
+            min(1.0, product * sum((-math.log(product)) ** i / math.factorial(i) for i in range(k)))
             if product > 0
             else 0.0
         )

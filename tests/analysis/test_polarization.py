@@ -116,10 +116,24 @@ def _episode(spine: str, chance: float, start_s: float = 60.0) -> SpineEpisode:
     ],
 )
 def test_spines_that_agree_at_once_combine_their_chances(chances: tuple[float, ...], kept: int) -> None:
+    tested = {2: len(chances)}
     eps = [_episode(f"spine-{k}", c) for k, c in enumerate(chances)]
-    assert len(_unlikely(eps, 0.01)) == kept
+    assert len(_unlikely(eps, 0.01, tested)) == kept
     far_apart = [_episode(f"spine-{k}", c, start_s=1000.0 * k) for k, c in enumerate(chances)]
-    assert len(_unlikely(far_apart, 0.01)) == sum(c <= 0.01 for c in chances)  # not at once: each alone
+    assert len(_unlikely(far_apart, 0.01, tested)) == sum(c <= 0.01 for c in chances)  # not at once: each alone
+
+
+def test_a_spine_counts_once_and_every_spine_tested_counts() -> None:
+    """Fisher's method combines independent tests, all of them. An exam run with no polarization (srlinux, 4
+    spines, groups of 4) showed spine-02 idle in 8 of 9 groups twice (chance 0.032 each: the same groups looked at
+    in two spans) and spine-04 in 10 of 11 (0.11): multiplied as three tests they gave 0.006, a false
+    polarization; one spine once among the four tested, 0.19."""
+    eps = [_episode("spine-02", 0.0322), _episode("spine-04", 0.111), _episode("spine-02", 0.0322, start_s=150.0)]
+    assert _unlikely(eps, 0.01, {2: 4}) == []
+    assert _unlikely(eps, 0.01, {2: 2}) == []  # each spine once: 0.024, even counting only these two
+    two = [_episode("spine-0", 0.0156), _episode("spine-1", 0.031)]
+    assert len(_unlikely(two, 0.01, {2: 2})) == 2
+    assert _unlikely(two, 0.01, {2: 4}) == []  # two more spines tested that showed nothing: 0.054
 
 
 def test_imbalance_measures() -> None:
