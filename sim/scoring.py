@@ -17,6 +17,9 @@ The rules (`rocescope.sim.truth` says what each kind is and where its anchor lie
 * an unexplained slowdown that names no straggler ("all ranks slowed alike") of a job an incident of another kind
   concerned while it lasted is neither true nor false: the job did slow, by a cause the detectors of that kind
   did not report (`shared_slowdown`); it is no straggler, and it is what the slowdown is there to say;
+* a finding that says it cannot verify its kind (`evidence.verifiable` false: CNPs no monitored NIC handled whose
+  peers count none, so lost or handled where nobody counts cannot be told; severity info) claims nothing: it is
+  neither a detection nor a false one;
 * precision = true findings / findings; recall = matched incidents / incidents; localization = incidents matched
   at their anchor / incidents with a finding of their kind in time on one of their devices (found, perhaps at
   the wrong port); job attribution = matched incidents whose best finding names exactly the incident's jobs;
@@ -244,6 +247,7 @@ def score(
         s.kind, s.cadence_s = kind, max(poll_s, (cadence or {}).get(kind, poll_s))
         return s
 
+    findings = [f for f in findings if f.evidence.get("verifiable", True) is not False]
     best_of: set[int] = set()
     for t in truths:
         s = of(t.kind)

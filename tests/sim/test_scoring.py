@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ast
 import datetime as dt
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -132,6 +133,20 @@ def test_dont_care_and_unobservable_incidents_are_neither_found_nor_missed_nor_f
     assert s.as_dict()["unobservable_share"] == 0.667
     elsewhere = finding(ports=("gpu-009:eth0",))  # matches nothing: false, whatever else the run holds
     assert score([edge], [elsewhere])["pfc_storm"].precision == 0.0
+
+
+def test_a_finding_that_cannot_verify_its_kind_is_neither_a_detection_nor_false() -> None:
+    """CNPs no monitored NIC handled, sent to peers that count none: the detector says it cannot tell lost from
+    handled where nobody counts (info, `verifiable` false). That claims no loss: on a run without one it is no
+    false finding, and on a run with one it finds nothing."""
+    loss = Truth("cnp_loss", T0, T0 + dt.timedelta(seconds=60), (), ("gpu-016",), ("gpu-016:eth0",),
+                 anchor=("gpu-016:eth0",))  # fmt: skip
+    said = replace(finding("cnp_loss", ports=("gpu-016:eth0",)), severity="info", evidence={"verifiable": False})
+    assert score([], [said]).get("cnp_loss") is None  # nothing to count: no false finding
+    s = score([loss], [said])["cnp_loss"]
+    assert (s.findings, s.recalled, s.recall) == (0, 0, 0.0)
+    verified = replace(said, severity="critical", evidence={"verifiable": True})
+    assert score([loss], [verified])["cnp_loss"].recall == 1.0
 
 
 def test_a_whole_job_slowed_by_an_incident_its_detectors_missed_is_neither_found_nor_false() -> None:
