@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from rocescope.analysis.detectors.cnp_loss import CnpPeers
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import SWITCH_PORTS, Frames, Window
 from rocescope.analysis.impact import ImpactParams
@@ -197,6 +198,17 @@ def _bursts(where: str, reads: dict[str, float], nic_reads: dict[str, float], ca
     return Item("microburst", where, False, f"cadence too coarse for bursts under a second ({', '.join(said)})")
 
 
+def _cnp_destinations(unmonitored: list[str] | None) -> str:
+    """A NIC's CNP balance is judged at the NIC either way; a loss on the CNPs' way back needs their destinations
+    to count what they handle (`rocescope.analysis.detectors.cnp_loss`): the caveat where they do not."""
+    if unmonitored is None:
+        return "whom its CNPs go to is unknown (no sampled packets or QP records): a loss on their way is unverifiable"
+    if unmonitored:
+        shown = ", ".join(unmonitored[:3]) + (", ..." if len(unmonitored) > 3 else "")
+        return f"its CNPs go to peers that count none ({shown}): a loss on their way is unverifiable"
+    return ""
+
+
 def _jobs(frames: Frames) -> list[Item]:
     """Jobs whose slowdown can be measured (their collectives in the window joined to them), whose hangs can be
     told (collectives joined to them before it: a hung job's window holds none), and collectives joined to none."""
@@ -232,6 +244,7 @@ def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | 
         roles[device] = role
         reads.setdefault((device, fabric.iface(device, port) if port else ""), {})[metric] = float(every)
     out = Coverage(frames.window)
+    peers: CnpPeers | None = None  # where NICs' CNPs go, read once where a NIC counts CNPs both ways
     for (device, port), got in sorted(reads.items()):
         if roles.get(device) == "switch" and port:
             behind = fabric.nic_behind(device, port)  # its RDMA device's counters are keyed by the netdev too
@@ -240,6 +253,9 @@ def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | 
         elif roles.get(device) == "nic" and (CNP_SENT in got or any(m in got for m in CNP_HANDLED)):
             both = CNP_SENT in got and any(m in got for m in CNP_HANDLED)
             why = "" if both else "CNPs counted one way only (sent or handled)"
+            if both:
+                peers = peers or CnpPeers.read(frames, frames.window.start, frames.window.end)
+                why = _cnp_destinations(peers.unmonitored([(device, port)]))
             out.items.append(Item("cnp_loss", f"{device}:{port}", both, why))
     reporting = set(roles)
     for device in sorted((fabric.switches | fabric.hosts) - reporting):

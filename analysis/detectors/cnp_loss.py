@@ -53,6 +53,7 @@ with the first congestion that exposes the loss.
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import dataclass
 
 import polars as pl
 
@@ -60,6 +61,7 @@ from rocescope.analysis.detectors.base import Context, Detector, Params, lossles
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding, Severity
+from rocescope.analysis.frames import Frames
 
 SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
 RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
@@ -350,11 +352,11 @@ def _fabric_jobs(
     return tuple(sorted(mine & behind or mine))
 
 
-def _hosts_at(ctx: Context) -> dict[str, str]:
+def _hosts_at(frames: Frames) -> dict[str, str]:
     """Remote address -> host, where known: the job placements' (`endpoints`), and a queue pair's remote address
     where its other end reports the pair (the remote host's QP numbered as this one's `dest_qpn`, pointing back)."""
-    host_of = {ip: h for h, ip in ctx.frames.endpoints().select("host", "ip").iter_rows() if ip}
-    qps = ctx.frames.qp_pairs()
+    host_of = {ip: h for h, ip in frames.endpoints().select("host", "ip").iter_rows() if ip}
+    qps = frames.qp_pairs()
     if not qps.is_empty():
         back = qps.select(
             pl.col("host").alias("remote"), pl.col("qpn").alias("dest_qpn"), pl.col("dest_qpn").alias("qpn")
@@ -372,7 +374,7 @@ def _unverifiable_senders(ctx: Context) -> pl.DataFrame:
     qps = ctx.frames.qp_pairs()
     if qps.is_empty():
         return pl.DataFrame(schema={"device": pl.String(), "rdma_dev": pl.String()})
-    host_of = _hosts_at(ctx)
+    host_of = _hosts_at(ctx.frames)
     counting = ctx.frames.reporting(HANDLED) | ctx.frames.reporting(RECEIVED)
     unseen = [ip for ip in qps["dest_ip"].unique().to_list() if host_of.get(ip) not in counting]
     return qps.filter(pl.col("dest_ip").is_in(unseen)).select(pl.col("host").alias("device"), "rdma_dev").unique()
@@ -396,25 +398,45 @@ def _verifiable(ctx: Context, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.Da
     return balance.join(maybe, on="bucket", how="left").with_columns(lost.alias("fabric_lost")).drop("_unverifiable")
 
 
-def _unmonitored_peers(
-    ctx: Context, receivers: list[tuple[str, str]], start: dt.datetime, end: dt.datetime
-) -> list[str] | None:
-    """The receivers' peers (where their CNPs go) that report no CNP counters: addresses of sampled packets to
-    the receivers and of their QPs' remote ends, named by their host where `endpoints` knows it. None when no
-    peer is known at all."""
-    frames = ctx.frames
-    ep = frames.endpoints()
-    host_of = _hosts_at(ctx)
-    mine = sorted({ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if (h, n) in receivers and ip})
-    hosts = sorted({h for h, _ in receivers})
-    peers = set(frames.qp_peers().filter(pl.col("host").is_in(hosts))["dest_ip"].to_list())
-    if mine:
-        peers |= set(frames.flow_samples(start, end).filter(pl.col("dst_ip").is_in(mine))["src_ip"].to_list())
-    peers -= set(mine)
-    if not peers:
-        return None
-    counting = frames.reporting(HANDLED) | frames.reporting(RECEIVED)
-    return sorted({host_of.get(ip, ip) for ip in peers if host_of.get(ip) not in counting})
+@dataclass(frozen=True)
+class CnpPeers:
+    """Where NICs' CNPs go, read once per window: the peers of each host's QPs and the sources of sampled packets to
+    each address (a receiver's CNPs go back to whoever sent it marked packets), named by their host where
+    `endpoints` or the pair's other end knows it, and which hosts count CNPs."""
+
+    host_of: dict[str, str]
+    ip_of: dict[tuple[str, str], str]
+    qp_peers: dict[str, set[str]]
+    senders_to: dict[str, set[str]]
+    counting: frozenset[str]
+
+    @classmethod
+    def read(cls, frames: Frames, start: dt.datetime, end: dt.datetime) -> CnpPeers:
+        ep = frames.endpoints()
+        qp: dict[str, set[str]] = {}
+        for host, ip in frames.qp_peers().select("host", "dest_ip").iter_rows():
+            qp.setdefault(host, set()).add(ip)
+        sent: dict[str, set[str]] = {}
+        for src, dst in frames.flow_samples(start, end).select("src_ip", "dst_ip").unique().iter_rows():
+            sent.setdefault(dst, set()).add(src)
+        return cls(
+            _hosts_at(frames),
+            {(h, n): ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if ip},
+            qp,
+            sent,
+            frozenset(frames.reporting(HANDLED) | frames.reporting(RECEIVED)),
+        )
+
+    def unmonitored(self, receivers: list[tuple[str, str]]) -> list[str] | None:
+        """The receivers' peers (where their CNPs go) that report no CNP counters, by host where known; None when
+        no peer is known at all."""
+        mine = {self.ip_of[r] for r in receivers if r in self.ip_of}
+        peers = set().union(*(self.qp_peers.get(h, set()) for h in {h for h, _ in receivers}))
+        peers |= set().union(*(self.senders_to.get(ip, set()) for ip in mine))
+        peers -= mine
+        if not peers:
+            return None
+        return sorted({self.host_of.get(ip, ip) for ip in peers if self.host_of.get(ip) not in self.counting})
 
 
 def _fabric_findings(
@@ -457,7 +479,7 @@ def _fabric_findings(
         leaf_refs = [f"{lp[0]}:{lp[1]}" for d, n, _, _ in receivers if (lp := ctx.fabric.peer(d, n)) is not None]
         refs = [*nic_refs, *leaf_refs, *(q for q, _ in queues)]
         handled_share = row["handled"] / row["sent"] if row["sent"] else 0.0
-        unseen = _unmonitored_peers(ctx, [(d, n) for d, n, _, _ in receivers], start, end)
+        unseen = CnpPeers.read(ctx.frames, start, end).unmonitored([(d, n) for d, n, _, _ in receivers])
         severity: Severity = "critical" if seconds >= p.critical_seconds else "warning"
         verdict = ""
         if unseen is None or unseen:

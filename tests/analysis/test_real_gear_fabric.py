@@ -8,6 +8,7 @@ import datetime as dt
 
 import pytest
 
+from rocescope.analysis.coverage import coverage
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import Frames
 from rocescope.analysis.report.topology import topology_figure
@@ -110,6 +111,8 @@ def test_cnps_lost_in_the_fabric_are_one_finding_at_the_receivers_and_the_droppi
     assert loss.evidence["where"] == "fabric" and loss.evidence["verifiable"] and loss.severity == "critical"
     assert {"gpu-05:eth0", "gpu-06:eth0", "leaf1:Ethernet2/1"} <= set(loss.ports)
     assert abs((loss.start - t.window.start).total_seconds() - on[0]) <= 10
+    items = {it.where: it for it in coverage(Frames(store, t.window)).items if it.kind == "cnp_loss"}
+    assert items["gpu-05:eth0"].state == "judged"  # its CNPs go to NICs that count them
 
 
 @pytest.mark.parametrize("peers", ["a storage array nobody monitors", "unknown"])
@@ -126,6 +129,11 @@ def test_cnps_to_peers_nobody_counts_are_unverifiable_not_lost(store: Store, now
     (loss,) = found(store, t, "cnp_loss")
     assert loss.severity == "info" and not loss.evidence["verifiable"] and "unverifiable" in loss.summary
     assert loss.evidence["unmonitored_peers"] == (None if peers == "unknown" else ["10.0.9.99"])
+    # the coverage map says so of the NIC for the whole window, whether or not a deficit showed (issue 32)
+    items = {it.where: it for it in coverage(Frames(store, t.window)).items if it.kind == "cnp_loss"}
+    nic = items["gpu-05:eth0"]
+    assert nic.state == "judged_with_caveat" and "unverifiable" in nic.reason
+    assert ("unknown" if peers == "unknown" else "10.0.9.99") in nic.reason
 
 
 def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
