@@ -23,9 +23,10 @@ Method, on the spine downlinks' `tx_bytes` per sample:
   active groups and a share `min_group_agreement` of them are individually cold at that position
   (so one heavy group cannot fake it); cold positions of a spine overlapping in time are judged
   together (with 4 links per group, 2 of them idle);
-* the agreement must be unlikely under independent hashing (`chance_idle`): a group whose bytes sit on
-  b members hashed its flows, however many, onto a uniformly random b-set of members, which misses the
-  cold ones with probability C(n - cold, b) / C(n, b); the chance that that many groups miss one same
+* the agreement must be unlikely under independent hashing (`chance_idle`): a group with b members that each
+  carry more than the whole cold set may (so a cold set holds none of them) hashed its flows, however many, onto
+  a uniformly random b-set of members, which misses the cold ones with probability C(n - cold, b) / C(n, b)
+  (a bound: a cold set must at least miss those); the chance that that many groups miss one same
   set, times the C(n, cold) sets that could have been picked after looking, is at most `max_chance`.
   A small fabric (few leaf groups), or one flow per group on few groups, cannot show polarization
   apart from chance, and is not called; the skew left is the second tier's conditioned on the first;
@@ -263,8 +264,12 @@ def _judge(
         by_pos = dict(zip(gpos, gbytes, strict=True))
         for k in range(n):
             shares[k] += by_pos.get(k, 0.0)
-        busy.append(sum(b > p.cold_share / n * total for b in gbytes))
-        cold = sum(by_pos.get(k, 0.0) for k in cold_at) <= p.cold_share * len(cold_at) / n * total
+        allowance = p.cold_share * len(cold_at) / n * total  # what the cold set may carry, all its members together
+        # busy: the members a cold set cannot hold (each carries more than the whole set may), so a cold group's
+        # set missed every one of them; a member under it may sit in a cold set, and counting it busy would make
+        # that miss look rarer than it is (chance_idle understated)
+        busy.append(sum(b > allowance for b in gbytes))
+        cold = sum(by_pos.get(k, 0.0) for k in cold_at) <= allowance
         cold_groups += cold
         if cold:
             mean = total / n

@@ -7,10 +7,18 @@ import datetime as dt
 from collections.abc import Callable
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pytest
 
-from rocescope.analysis.detectors.polarization import SpineEpisode, _unlikely, chance_idle, imbalance
+from rocescope.analysis.detectors.polarization import (
+    PolarizationParams,
+    SpineEpisode,
+    _judge,
+    _unlikely,
+    chance_idle,
+    imbalance,
+)
 from rocescope.analysis.run import analyze, overrides_from
 from rocescope.pipeline.batch import conform
 from rocescope.sim.scenario import load_scenario
@@ -134,6 +142,40 @@ def test_a_spine_counts_once_and_every_spine_tested_counts() -> None:
     two = [_episode("spine-0", 0.0156), _episode("spine-1", 0.031)]
     assert len(_unlikely(two, 0.01, {2: 2})) == 2
     assert _unlikely(two, 0.01, {2: 4}) == []  # two more spines tested that showed nothing: 0.054
+
+
+def _groups(elephants: list[list[int]], trickle: list[int], n: int = 16) -> pl.DataFrame:
+    """One spine's groups (one per leaf) over one sample: each group's elephants share 90% of its bytes, and a
+    trickle (1.5% each: small flows, control traffic) sits on the `trickle` positions of every group."""
+    t0 = dt.datetime(2026, 1, 1, 0, 1, tzinfo=dt.UTC)
+    rows = []
+    for g, big in enumerate(elephants):
+        share = [0.0] * n
+        for k in big:
+            share[k] += 90.0 / len(big)
+        for k in trickle:
+            share[k] += 1.5
+        rows += [("s1", f"leaf-{g}", f"Ethernet{k}", n, k, t0, share[k] * 1e9) for k in range(n)]
+    schema = ["device", "leaf", "port", "n", "pos", "t", "delta"]
+    return pl.DataFrame(rows, schema=schema, orient="row")
+
+
+def test_a_trickle_on_the_cold_members_does_not_make_agreement_look_rare() -> None:
+    """An exam run with no polarization (16 links per group, one or two elephants each): six of eight groups
+    carried under the cold allowance on one same set of six members, a trickle of small flows on three of them.
+    Counting those trickles as busy members put the chance of that agreement at 5e-5; a cold set may hold them,
+    so only the members each above the whole set's allowance are busy: the agreement is likely luck."""
+    start, end = dt.datetime(2026, 1, 1, tzinfo=dt.UTC), dt.datetime(2026, 1, 1, 0, 2, tzinfo=dt.UTC)
+    cold = (0, 3, 9, 12, 13, 14)
+    elephants = [[15], [1, 4], [2, 4], [6, 15], [5], [7, 11], [10], [8]]
+    trickle = [3, 9, 1, 2, 5, 6, 7, 8, 10, 11]
+    ep = _judge(_groups(elephants, trickle), "s1", 16, cold, start, end, PolarizationParams())
+    assert ep is not None and ep.evidence["agreeing_groups"] == 8
+    assert ep.evidence["chance_independent"] > 0.01
+    # the spine repeating the leaves' hash idles the same members with every group's traffic spread on the others
+    spread = [[k for k in range(16) if k not in cold]] * 8
+    ep = _judge(_groups(spread, []), "s1", 16, cold, start, end, PolarizationParams())
+    assert ep is not None and ep.evidence["chance_independent"] < 1e-6
 
 
 def test_imbalance_measures() -> None:
