@@ -132,6 +132,8 @@ TOTALS_SCHEMA: dict[str, pl.DataType] = {
     "metric": pl.String(),
     "delta": pl.Float64(),
     "seconds": pl.Float64(),
+    #: the longest read interval in the bucket: how much of the bucket's count one read at its edge can carry
+    "longest_read_s": pl.Float64(),
 }
 BUCKETS_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(),
@@ -531,7 +533,7 @@ ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         sql = f"""
 SELECT fromUnixTimestamp64Milli(bucket_no * {{bucket_ms:UInt64}}, 'UTC') AS bucket,
     toString(device) AS device, toString(role) AS role, toString(port) AS port, priority,
-    toString(metric) AS metric, sum(delta) AS delta, sum(dt_s) AS seconds
+    toString(metric) AS metric, sum(delta) AS delta, sum(dt_s) AS seconds, max(dt_s) AS longest_read_s
 FROM (
     SELECT *, intDiv(toUnixTimestamp64Milli(ts), {{bucket_ms:UInt64}}) AS bucket_no
     FROM ({self._deltas(roles, priorities, devices)})

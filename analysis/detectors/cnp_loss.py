@@ -25,11 +25,14 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   rate, minus what it did) and at least `min_lost_rate` per second, and it is evidently in the congestion:
   it counts ignored CNPs, or PFC holds it back on a lossless priority (`min_paused_fraction` of the time, or as
   many pause frames as make that time at 400G): a sender that keeps its rate where its flows are marked is held
-  back by PFC instead of DCQCN (ECN marks come before pauses). Where the NIC's pauses are read, handling a few
-  CNPs is no such evidence: under training traffic nearly every NIC handles some, at rates spread over decades by
-  its flows' paths; where they are not read, it is all there is (it was marked, and handled less). Suspects
-  are taken in order of their shortfall while the lost CNPs still explain them, so a NIC that merely sees less
-  congestion than its job-mates is not blamed for a loss another NIC explains. Only CNPs nobody could have handled
+  back by PFC instead of DCQCN (ECN marks come before pauses); or it has a queue pair to a NIC that sends CNPs
+  meanwhile (a notification point sends them to the senders of what it saw marked: of two senders, the one DCQCN
+  never slows takes the line rate as the other backs off, and PFC may never need to pause it). Where the NIC's
+  pauses are read, handling a few CNPs is no such evidence: under training traffic nearly every NIC handles some,
+  at rates spread over decades by its flows' paths; where they are not read, it is all there is (it was marked,
+  and handled less). Suspects are taken in order of their shortfall, each explained by what the bigger ones left
+  of the lost CNPs (`min_lost_share` of its own shortfall), so a NIC that merely sees less congestion than its
+  job-mates is not blamed for a loss another NIC explains. Only CNPs nobody could have handled
   count as lost here: what NICs with a queue pair to a peer that counts no CNPs (a storage array nobody monitors;
   peers named by `endpoints` or by the pair's other end reporting it) sent is taken out, a lower bound on the loss;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
@@ -42,7 +45,10 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   a NIC that reports no CNP counters (a storage array, a host nobody monitors), or no peer is known at all, the
   balance cannot say whether a CNP was lost or handled where nobody counts: the finding is *unverifiable*
   (info), never a CNP loss;
-* suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings:
+* suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
+  shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
+  at its edges could move (`read_skew`: the longest read interval's share of the bucket's CNPs sent and handled,
+  at both edges):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -80,9 +86,9 @@ class CnpLossParams(Params):
     )
     min_seconds: float = threshold(
         20.0,
-        "A loss must last at least this long.",
+        "A loss must last at least this long, unless it exceeds the read skew in each of its buckets.",
         "derivation: two consecutive 10 s buckets (twice bucket_s), so one bucket's read skew or one late read "
-        "cannot make a finding on its own.",
+        "cannot make a finding on its own; a loss larger than a read at each edge of the bucket could move is none.",
         ge=0,
     )
     max_handled_ratio: float = threshold(
@@ -168,6 +174,7 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
         .agg(
             *(pl.col("delta").filter(pl.col("metric") == m).sum().alias(m) for m in (SENT, HANDLED, IGNORED)),
             pl.col("seconds").max().alias("seconds"),
+            pl.col("longest_read_s").max().alias("longest_read_s"),
         )
     )
     prios = list(p.lossless_priorities)
@@ -195,15 +202,24 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
     )
 
 
-def _balance(nic: pl.DataFrame) -> pl.DataFrame:
+def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
+    """Per bucket: CNPs sent, handled and lost fabric-wide, and `read_skew`, the most the NICs' read instants can
+    move between a bucket and its neighbours: a read at each edge carries at most its interval's share of the
+    bucket's counts (the longest read interval over the bucket, of what was sent and handled, at both edges)."""
+    skew = 2 * pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
     return (
         nic.group_by("bucket")
         .agg(
             pl.col(SENT).sum().alias("fabric_sent"),
             pl.col(HANDLED).sum().alias("fabric_handled"),
             pl.col("seconds").max().alias("bucket_seconds"),
+            pl.col("longest_read_s").max().alias("_longest"),
         )
-        .with_columns((pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"))
+        .with_columns(
+            (pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"),
+            (skew * (pl.col("fabric_sent") + pl.col("fabric_handled"))).alias("read_skew"),
+        )
+        .drop("_longest")
     )
 
 
@@ -238,13 +254,19 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
             pl.col("job_id").unique().sort().alias("shared_jobs"),
         )
     )
-    # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN; where its pauses
+    # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN; or it has a queue
+    # pair to a NIC that sends CNPs meanwhile (a notification point sends them to the senders of the packets it
+    # saw marked: where the others backed off, the one that did not may never need a pause); where its pauses
     # are not read, handling some CNPs (fewer than it is sent) is all that shows it was marked
     congested = (
         (pl.col(IGNORED) > 0)
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
         | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
         | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
+        | pl.col("notified")
+    )
+    nic = nic.join(_notified(ctx, p, nic), on=["bucket", "device", "netdev"], how="left").with_columns(
+        pl.col("notified").fill_null(False)
     )
     rows = nic.join(peers, on=["bucket", "device", "netdev"]).filter(
         pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"), congested
@@ -252,9 +274,28 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     rows = rows.with_columns(
         ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall")
     ).sort(["bucket", "shortfall"], descending=[False, True])
-    # the lost CNPs must explain the suspects, the biggest shortfall first
-    explained = pl.col("shortfall").cum_sum().over("bucket") * p.min_lost_share <= pl.col("fabric_lost")
-    return rows.filter(explained)
+    # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them
+    left = pl.col("fabric_lost") - (pl.col("shortfall").cum_sum() - pl.col("shortfall")).over("bucket")
+    return rows.filter(left >= p.min_lost_share * pl.col("shortfall"))
+
+
+def _notified(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame:
+    """(bucket, device, netdev, notified) of the NICs with a queue pair (`qp_peers`) to a NIC that sent at least
+    `min_peer_handled_rate` CNPs/s in the bucket: the CNPs of a notification point go to the senders of what it saw
+    marked, its queue pairs' other ends."""
+    qps = ctx.frames.qp_peers()
+    schema = {"bucket": nic.schema["bucket"], "device": pl.String(), "netdev": pl.String(), "notified": pl.Boolean()}
+    if qps.is_empty():
+        return pl.DataFrame(schema=schema)
+    ip = ctx.frames.endpoints().select(pl.col("host").alias("peer"), pl.col("netdev").alias("peer_netdev"), "ip")
+    notifying = nic.filter(pl.col(SENT) / pl.col("seconds") >= p.min_peer_handled_rate).select(
+        "bucket", pl.col("device").alias("peer"), pl.col("netdev").alias("peer_netdev")
+    )
+    ends = nic.select("bucket", "device", "netdev", pl.col("port").str.split("/").list.first().alias("rdma_dev"))
+    pairs = qps.select(pl.col("host").alias("device"), "rdma_dev", pl.col("dest_ip").alias("ip")).unique()
+    hit = ends.join(pairs, on=["device", "rdma_dev"]).join(ip, on="ip")
+    hit = hit.join(notifying, on=["bucket", "peer", "peer_netdev"])
+    return hit.select("bucket", "device", "netdev").unique().with_columns(pl.lit(True).alias("notified"))
 
 
 def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Finding]:
@@ -277,13 +318,15 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
             .unique()
             .sort()
             .alias("shared_jobs"),
+            (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
         ],
     )
     findings = []
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
         seconds = (end - start).total_seconds()
-        if seconds < max(p.min_seconds, p.bucket_s) - 1e-6:
+        # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender)
+        if seconds < (p.bucket_s if row["beyond_skew"] else max(p.min_seconds, p.bucket_s)) - 1e-6:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]
         expected = row["peer_handled_rate"] * seconds
@@ -531,7 +574,7 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     nic = _nic_buckets(ctx, p)
     if nic.is_empty():
         return []
-    balance = _balance(nic)
+    balance = _balance(nic, p.bucket_s)
     bad = _suspects(ctx, p, nic, _verifiable(ctx, nic, balance))
     findings = _nic_findings(ctx, p, bad) if not bad.is_empty() else []
     return findings + _fabric_findings(ctx, p, nic, balance, bad)

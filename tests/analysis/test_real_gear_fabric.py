@@ -5,6 +5,7 @@ the fabric drops CNPs, where a NIC drops them, and where the peers are not monit
 from __future__ import annotations
 
 import datetime as dt
+import math
 
 import pytest
 
@@ -153,6 +154,40 @@ def test_partial_cnp_loss_at_one_nic(store: Store, now: dt.datetime) -> None:
     (loss,) = found(store, t, "cnp_loss")
     assert loss.evidence["where"] == "nic" and loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0")
     assert 0.2 < loss.evidence["handled_share"] < 0.4
+
+
+@pytest.mark.parametrize(("healthy", "found_"), [(1, True), (6, False)])
+def test_a_deaf_sender_of_a_short_incast_that_pfc_never_paused(
+    store: Store, now: dt.datetime, healthy: int, found_: bool
+) -> None:
+    """A 5 s incast into gpu-09 (one 10 s bucket): gpu-02 handles none of its CNPs. With one other sender, DCQCN
+    backs that one off and gpu-02 takes the line rate: it is never paused, and what shows it in the congestion is
+    its queue pair to gpu-09, which sends CNPs meanwhile. gpu-03 has a queue pair to gpu-09 too and handles nearly
+    none, but the lost CNPs are gpu-02's shortfall; none are left to explain gpu-03's. The loss lasts one bucket:
+    it is a finding only where it exceeds what the NICs' reads at the bucket's edges could move (1 s reads: a fifth
+    of what was sent and handled); among seven senders the same deficit could be read skew."""
+    t = Telemetry(now, 240)
+    fabric(t)
+    first = math.ceil(t.window.start.timestamp() / 10) * 10 - t.window.start.timestamp()
+    on = (first + 102.0, first + 107.0)
+    senders = ["gpu-01", *HOSTS[3 : 3 + healthy - 1]]
+    for i, host in enumerate(HOSTS, start=1):
+        handled = 1000.0 if host in senders else 2.0 if host == "gpu-03" else 0.0
+        sent = (1000.0 * healthy + 600.0) if host == "gpu-09" else 0.0
+        t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, handled)), nic_clock(i))
+        t.counter(host, "nic", "mlx5_0/1", "cnp_sent", steps((*on, sent)), nic_clock(i))
+        t.counter(host, "nic", "mlx5_0/1", "pfc_rx_pause", steps(), nic_clock(i), priority=3)
+        if host in (*senders, "gpu-02", "gpu-03"):  # the incast's senders and gpu-03: queue pairs to gpu-09
+            t.qp(host, "mlx5_0", "10.0.0.9")
+    t.land(store)
+
+    losses = found(store, t, "cnp_loss")
+    if not found_:
+        assert losses == []
+        return
+    (loss,) = losses
+    assert loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0") and loss.evidence["where"] == "nic"
+    assert (loss.end - loss.start).total_seconds() <= 10.0 + 1e-6
 
 
 @pytest.mark.parametrize("peer", ["a storage array nobody monitors", "a monitored host no inventory names"])
