@@ -27,7 +27,9 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   many pause frames as make that time at 400G): a sender that keeps its rate where its flows are marked is held
   back by PFC instead of DCQCN (ECN marks come before pauses); or it has a queue pair to a NIC that sends CNPs
   meanwhile (a notification point sends them to the senders of what it saw marked: of two senders, the one DCQCN
-  never slows takes the line rate as the other backs off, and PFC may never need to pause it). Where the NIC's
+  never slows takes the line rate as the other backs off, and PFC may never need to pause it), while the fabric
+  handles more than `max_fabric_handled_share` of the CNPs sent (where most go unhandled, every sender behind the
+  loss on the way falls short alike: that is the fabric's finding, below). Where the NIC's
   pauses are read, handling a few CNPs is no such evidence: under training traffic nearly every NIC handles some,
   at rates spread over decades by its flows' paths; where they are not read, it is all there is (it was marked,
   and handled less). Suspects are taken in order of their shortfall, each explained by what the bigger ones left
@@ -256,14 +258,16 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     )
     # in the congestion without slowing: it ignores CNPs, or PFC holds it back instead of DCQCN; or it has a queue
     # pair to a NIC that sends CNPs meanwhile (a notification point sends them to the senders of the packets it
-    # saw marked: where the others backed off, the one that did not may never need a pause); where its pauses
-    # are not read, handling some CNPs (fewer than it is sent) is all that shows it was marked
+    # saw marked: where the others backed off, the one that did not may never need a pause), while the fabric
+    # handles most CNPs (where most go unhandled the loss is on the way, every sender behind it short alike: the
+    # fabric's finding); where its pauses are not read, handling some CNPs (fewer than it is sent) is all that
+    # shows it was marked
     congested = (
         (pl.col(IGNORED) > 0)
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
         | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
         | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
-        | pl.col("notified")
+        | (pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent")))
     )
     nic = nic.join(_notified(ctx, p, nic), on=["bucket", "device", "netdev"], how="left").with_columns(
         pl.col("notified").fill_null(False)
