@@ -1,6 +1,6 @@
 """Which finding a training job's loss at each moment belongs to, where findings overlap.
 
-Findings that overlap in time and claim one job share its loss by how directly they claim it (`claim`): the job's
+Findings that overlap in time and claim one job share its loss by how directly they claim it (`_claim`): the job's
 own unexplained slowdown first (its detector established that no finding overlapping it explains it: its loss is the
 straggler's, or a cause nobody reported), then a congestion finding (an incast, a storm...) before one that only
 changes how congestion is handled (`AMPLIFIERS`: lost CNPs, PFC off), then one that names the job among its jobs
@@ -22,7 +22,7 @@ import polars as pl
 
 from rocescope.analysis.findings import Finding
 
-__all__ = ["AMPLIFIERS", "SLOWDOWN", "Span", "claim", "claimed_spans", "overlapping", "uncarved"]
+__all__ = ["AMPLIFIERS", "SLOWDOWN", "Span", "claimed_spans", "overlapping", "uncarved"]
 
 Span = tuple[dt.datetime, dt.datetime]
 #: A job's own slowdown that no other finding explains (`rocescope.analysis.detectors.unexplained_slowdown`).
@@ -86,7 +86,7 @@ _KIND_CLAIM = {
 }  # fmt: skip
 
 
-def claim(f: Finding, job: str) -> tuple[bool, bool, bool, int, int, int]:
+def _claim(f: Finding, job: str) -> tuple[bool, bool, bool, int, int, int]:
     """How directly a finding claims a job, stronger first: it is the job's own slowdown (its detector found that
     no other finding explains it: a straggler, or a cause nobody reported), it causes congestion (not an
     amplifier), it names the job, its ports are known to carry the job's traffic (`_PATH_CLAIM`), it leaves the
@@ -107,7 +107,7 @@ def claimed_spans(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict
             if k == i or g.start > f.end or g.end < f.start:
                 continue
             for job in jobs[i] & jobs[k]:
-                stronger, mine = claim(g, job), claim(f, job)
+                stronger, mine = _claim(g, job), _claim(f, job)
                 if stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
                     out.setdefault((i, job), []).append((g.start, g.end))
     return out

@@ -21,7 +21,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.detectors.cnp_loss import CnpPeers
+from rocescope.analysis.cnp_peers import HANDLED, RECEIVED, CnpPeers
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import SWITCH_PORTS, Frames, Window
 from rocescope.analysis.impact import ImpactParams
@@ -40,7 +40,7 @@ CADENCE_SLACK = 1.5
 PFC_DURATION, PFC_FRAMES, PFC_PORT_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause", "pfc_rx_pause_total"
 PFC_DURATION_ESTIMATED = "pfc_rx_pause_duration_est_us"
 WATERMARK, QUEUE_MARKS, CNP_SENT = "queue_watermark_bytes", "queue_ecn_marked_packets", "cnp_sent"
-CNP_HANDLED = ("cnp_handled", "cnp_received")
+CNP_HANDLED = (HANDLED, RECEIVED)
 
 
 @dataclass(frozen=True)

@@ -61,18 +61,16 @@ with the first congestion that exposes the loss.
 from __future__ import annotations
 
 import datetime as dt
-from dataclasses import dataclass
 
 import polars as pl
 
+from rocescope.analysis.cnp_peers import HANDLED, RECEIVED, CnpPeers, unverifiable_senders
 from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding, Severity
-from rocescope.analysis.frames import Frames
 
-SENT, HANDLED, IGNORED = "cnp_sent", "cnp_handled", "cnp_ignored"
-RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
+SENT, IGNORED = "cnp_sent", "cnp_ignored"
 PAUSED_US, PAUSE_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause"
 QUEUE_DROPS = "queue_dropped_packets"
 PORT_TX_DROPS = "tx_discards"
@@ -399,39 +397,11 @@ def _fabric_jobs(
     return tuple(sorted(mine & behind or mine))
 
 
-def _hosts_at(frames: Frames) -> dict[str, str]:
-    """Remote address -> host, where known: the job placements' (`endpoints`), and a queue pair's remote address
-    where its other end reports the pair (the remote host's QP numbered as this one's `dest_qpn`, pointing back)."""
-    host_of = {ip: h for h, ip in frames.endpoints().select("host", "ip").iter_rows() if ip}
-    qps = frames.qp_pairs()
-    if not qps.is_empty():
-        back = qps.select(
-            pl.col("host").alias("remote"), pl.col("qpn").alias("dest_qpn"), pl.col("dest_qpn").alias("qpn")
-        )
-        answered = qps.join(back, on=["qpn", "dest_qpn"]).filter(pl.col("remote") != pl.col("host"))
-        for ip, remote in answered.select("dest_ip", "remote").unique().iter_rows():
-            host_of.setdefault(ip, remote)
-    return host_of
-
-
-def _unverifiable_senders(ctx: Context) -> pl.DataFrame:
-    """(device, rdma_dev) of the NICs with a queue pair to an address no host that counts CNPs is known at (a
-    storage array nobody monitors, a host without a collector): the CNPs they send may be handled where nobody
-    counts, so the fabric's balance cannot call them lost."""
-    qps = ctx.frames.qp_pairs()
-    if qps.is_empty():
-        return pl.DataFrame(schema={"device": pl.String(), "rdma_dev": pl.String()})
-    host_of = _hosts_at(ctx.frames)
-    counting = ctx.frames.reporting(HANDLED) | ctx.frames.reporting(RECEIVED)
-    unseen = [ip for ip in qps["dest_ip"].unique().to_list() if host_of.get(ip) not in counting]
-    return qps.filter(pl.col("dest_ip").is_in(unseen)).select(pl.col("host").alias("device"), "rdma_dev").unique()
-
-
 def _verifiable(ctx: Context, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
-    """`balance` with the CNPs that NICs with unmonitored peers (`_unverifiable_senders`) sent taken out of the
+    """`balance` with the CNPs that NICs with unmonitored peers (`unverifiable_senders`) sent taken out of the
     lost ones: they may have been handled where nobody counts, and a NIC that handles fewer than its job-mates is
     a suspect only where the CNPs nobody could have handled explain its shortfall (a lower bound on the loss)."""
-    unseen = _unverifiable_senders(ctx)
+    unseen = unverifiable_senders(ctx.frames)
     if unseen.is_empty():
         return balance
     rdma_dev = pl.col("port").str.split("/").list.first().alias("rdma_dev")
@@ -443,47 +413,6 @@ def _verifiable(ctx: Context, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.Da
     )
     lost = (pl.col("fabric_lost") - pl.col("_unverifiable").fill_null(0.0)).clip(lower_bound=0.0)
     return balance.join(maybe, on="bucket", how="left").with_columns(lost.alias("fabric_lost")).drop("_unverifiable")
-
-
-@dataclass(frozen=True)
-class CnpPeers:
-    """Where NICs' CNPs go, read once per window: the peers of each host's QPs and the sources of sampled packets to
-    each address (a receiver's CNPs go back to whoever sent it marked packets), named by their host where
-    `endpoints` or the pair's other end knows it, and which hosts count CNPs."""
-
-    host_of: dict[str, str]
-    ip_of: dict[tuple[str, str], str]
-    qp_peers: dict[str, set[str]]
-    senders_to: dict[str, set[str]]
-    counting: frozenset[str]
-
-    @classmethod
-    def read(cls, frames: Frames, start: dt.datetime, end: dt.datetime) -> CnpPeers:
-        ep = frames.endpoints()
-        qp: dict[str, set[str]] = {}
-        for host, ip in frames.qp_peers().select("host", "dest_ip").iter_rows():
-            qp.setdefault(host, set()).add(ip)
-        sent: dict[str, set[str]] = {}
-        for src, dst in frames.flow_samples(start, end).select("src_ip", "dst_ip").unique().iter_rows():
-            sent.setdefault(dst, set()).add(src)
-        return cls(
-            _hosts_at(frames),
-            {(h, n): ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if ip},
-            qp,
-            sent,
-            frozenset(frames.reporting(HANDLED) | frames.reporting(RECEIVED)),
-        )
-
-    def unmonitored(self, receivers: list[tuple[str, str]]) -> list[str] | None:
-        """The receivers' peers (where their CNPs go) that report no CNP counters, by host where known; None when
-        no peer is known at all."""
-        mine = {self.ip_of[r] for r in receivers if r in self.ip_of}
-        peers = set().union(*(self.qp_peers.get(h, set()) for h in {h for h, _ in receivers}))
-        peers |= set().union(*(self.senders_to.get(ip, set()) for ip in mine))
-        peers -= mine
-        if not peers:
-            return None
-        return sorted({self.host_of.get(ip, ip) for ip in peers if self.host_of.get(ip) not in self.counting})
 
 
 def _fabric_findings(
