@@ -255,6 +255,26 @@ def test_malformed_data_on_the_stream_is_counted_not_fatal(engine: Engine, serve
     assert m.value("rocescope_gnmi_values_total", target=SWITCH, outcome="landed") == df.height
 
 
+def test_a_multi_asic_switchs_instances_land_on_their_asics_over_grpc(engine: Engine, served: pl.DataFrame) -> None:
+    """A multi-ASIC SONiC target sends its ASICs' COUNTERS_DB values under `sonic-db:COUNTERS_DB/asic<n>`: over
+    the real gNMI stream they land on `<switch>-asic<n>`, each back-plane port its own series, beside the
+    switch's own values."""
+    updates = []
+    for n, value in ((0, 100), (1, 200)):
+        note = pb.Notification(timestamp=TS, prefix=pb.Path(origin="sonic-db", target="COUNTERS_DB"))
+        u = note.update.add()
+        u.path.CopyFrom(parse_path(f"COUNTERS_DB/asic{n}/COUNTERS/Ethernet-BP0/SAI_PORT_STAT_IF_IN_OCTETS"))
+        u.val.uint_val = value
+        updates.append(note)
+
+    with GnmiFacade(engine_source(engine, SWITCH), extra=lambda: updates) as f:
+        collector = GnmiCollector([GnmiTarget(SWITCH, f.address, vendor="sonic")])
+        df = frames(collector.collect_once(timeout_s=10))
+    asics = df.filter(pl.col("port") == "Ethernet-BP0").select("device", "metric", "value").unique().rows()
+    assert sorted(asics) == [(f"{SWITCH}-asic0", "rx_bytes", 100.0), (f"{SWITCH}-asic1", "rx_bytes", 200.0)]
+    assert rows(df.filter(pl.col("device") == SWITCH)) == served_as(served, "sonic")
+
+
 # --- the command ---------------------------------------------------------------------------------------
 
 
