@@ -35,6 +35,7 @@ from rich.table import Table
 
 from rocescope.analysis.fabric import Fabric, split_ref
 from rocescope.analysis.findings import Finding
+from rocescope.analysis.present import not_measured
 from rocescope.pipeline.store import Store
 
 __all__ = [
@@ -107,7 +108,11 @@ def blame_of(f: Finding, fabric: Fabric) -> dict[str, Any]:
     impact = f.evidence.get("impact")
     measured = isinstance(impact, dict)
     if isinstance(impact, dict):
-        victims = sorted(j for j, v in impact.items() if isinstance(v, dict) and v.get("hurt"))
+        hurt = {j for j, v in impact.items() if isinstance(v, dict) and v.get("hurt")}
+        # jobs whose records cannot measure a loss (interval means only) are victims with none measured, as all
+        # are where no collectives were recorded
+        unmeasured = set(f.evidence.get("impact_not_measured") or ()) & set(f.job_ids or ())
+        victims = sorted(hurt | (unmeasured - set(shares)))
     else:
         victims = sorted(set(f.job_ids or ()) - set(shares))
     return {
@@ -134,6 +139,8 @@ class Edge:
     findings: int = 0
     kinds: set[str] = field(default_factory=set)
     worst_inflation: float | None = None
+    #: why the loss is not measured (`present.not_measured`), while it is not
+    not_measured: str = ""
 
     def as_dict(self) -> dict[str, Any]:
         lost = None if self.gpu_seconds_lost is None else round(self.gpu_seconds_lost, 3)
@@ -145,6 +152,7 @@ class Edge:
             "findings": self.findings,
             "kinds": sorted(self.kinds),
             "worst_inflation": worst,
+            **({"not_measured": self.not_measured} if lost is None else {}),
         }
 
 
@@ -176,6 +184,8 @@ def who_hurt_whom(rows: Iterable[Mapping[str, Any]]) -> list[Edge]:
                 e.kinds.add(str(row["kind"]))
                 if lost is not None:
                     e.gpu_seconds_lost = (e.gpu_seconds_lost or 0.0) + float(lost) * float(share)
+                elif not e.not_measured:
+                    e.not_measured = not_measured(row, victim)
                 if inflation is not None:
                     e.worst_inflation = max(e.worst_inflation or 0.0, float(inflation))
     return sorted(edges.values(), key=lambda e: (-(e.gpu_seconds_lost or 0.0), -e.findings, e.culprit, e.victim))
@@ -200,8 +210,14 @@ def blame_table(edges: Sequence[Edge], title: str) -> Table:
         t.add_column(col, justify="right" if col in ("GPU-s lost", "findings", "worst") else "left")
     for e in edges:
         # no collectives of the victim joined around the findings (`rocescope coverage` says which and why)
-        lost = "not measured" if e.gpu_seconds_lost is None else f"{e.gpu_seconds_lost:.1f}"
-        worst = "-" if e.worst_inflation is None else f"{e.worst_inflation:.2f}x"
+        lost = (e.not_measured or "not measured") if e.gpu_seconds_lost is None else f"{e.gpu_seconds_lost:.1f}"
+        worst = (
+            f"{e.worst_inflation:.2f}x"
+            if e.worst_inflation is not None
+            else "-"
+            if e.gpu_seconds_lost is not None
+            else ""
+        )
         style = "dim" if e.culprit == NO_JOB else ("bold" if e.culprit != e.victim else "")
         t.add_row(
             f"[{style}]{e.culprit}[/]" if style else e.culprit,

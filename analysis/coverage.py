@@ -24,7 +24,7 @@ import polars as pl
 from rocescope.analysis.cnp_peers import HANDLED, RECEIVED, CnpPeers
 from rocescope.analysis.fabric import Fabric
 from rocescope.analysis.frames import SWITCH_PORTS, Frames, Window
-from rocescope.analysis.impact import ImpactParams
+from rocescope.analysis.impact import INTERVAL_MEANS, ImpactParams
 from rocescope.analysis.speeds import PortSpeeds
 from rocescope.pipeline.store import Store, query_polars
 
@@ -42,6 +42,34 @@ PFC_DURATION_ESTIMATED = "pfc_rx_pause_duration_est_us"
 WATERMARK, QUEUE_MARKS, CNP_SENT = "queue_watermark_bytes", "queue_ecn_marked_packets", "cnp_sent"
 CNP_HANDLED = (HANDLED, RECEIVED)
 
+#: reason label -> its text, for the reasons that name no place or count (the others are written where they arise)
+REASONS = {
+    "estimated_pause": "pause time estimated by the PFC watchdog: never critical on it alone",
+    "no_speed_pfc": "pause frames and no speed: read at the fastest speed",
+    "per_interface_pfc": "PFC counted per interface only: the priority is assumed",
+    "no_pfc_counters": "no PFC pause counters",
+    "no_lldp_root": "no LLDP on either side: a storm's root cannot be named",
+    "no_link_state": "no link state",
+    "no_error_counter": "no FCS/FEC error counter",
+    "speed_inferred": "speed inferred",
+    "no_transmit_counter": "no transmit counter",
+    "no_speed": "no speed reported, configured or inferable",
+    "no_congestion_evidence": "no congestion evidence (queue watermark, ECN marks, the receiver's CNPs)",
+    "no_lldp_kind": "no LLDP on either side: whether it faces a host or a switch is unknown",
+    "cnp_one_way": "CNPs counted one way only (sent or handled)",
+    "cnp_destinations_unknown": "whom its CNPs go to is unknown (no sampled packets or QP records): a loss on "
+    "their way is unverifiable",
+    "no_collectives": "no NCCL collectives joined to it",
+    "no_collectives_before": "no NCCL collectives joined to it in the look-back",
+    "interval_means_only": "only interval means of its collectives (Inspector's Prometheus or OTLP aggregates): "
+    "no single operations to time, so its slowdown, hang and GPU-seconds are not measurable from this source",
+}
+
+
+def _item(kind: str, where: str, judged: bool, code: str = "", reason: str | None = None) -> Item:
+    """An item whose reason is `REASONS[code]` unless written out (`reason`: one that names places or counts)."""
+    return Item(kind, where, judged, REASONS.get(code, "") if reason is None else reason, code)
+
 
 @dataclass(frozen=True)
 class Item:
@@ -52,6 +80,8 @@ class Item:
     judged: bool
     #: why not judged; for a judged item, the caveat its findings carry ("" when none)
     reason: str = ""
+    #: the reason as a stable label (`REASONS`), for the metric: the text may name places and counts
+    code: str = ""
 
     @property
     def state(self) -> str:
@@ -74,8 +104,12 @@ class Coverage:
         return sorted(rows, key=lambda row: (-row[2], row[0], row[1]))
 
     def states(self) -> dict[tuple[str, str], int]:
-        """(kind, state) -> items: judged | judged_with_caveat | not_judged (the `rocescope_coverage` metric)."""
+        """(kind, state) -> items: judged | judged_with_caveat | not_judged."""
         return dict(Counter((it.kind, it.state) for it in self.items))
+
+    def labelled(self) -> dict[tuple[str, str, str], int]:
+        """(kind, state, reason label) -> items: the `rocescope_coverage` metric, so an alert can say why."""
+        return dict(Counter((it.kind, it.state, it.code) for it in self.items))
 
     def lines(self) -> list[str]:
         """One line per kind (judged of all), then one per reason with its count and examples."""
@@ -107,7 +141,14 @@ class Coverage:
             "to": self.window.end.isoformat(),
             "states": [{"kind": k, "state": s, "items": n} for (k, s), n in sorted(self.states().items())],
             "items": [
-                {"kind": it.kind, "where": it.where, "judged": it.judged, "state": it.state, "reason": it.reason}
+                {
+                    "kind": it.kind,
+                    "where": it.where,
+                    "judged": it.judged,
+                    "state": it.state,
+                    "reason": it.reason,
+                    "code": it.code,
+                }
                 for it in self.items
             ],
         }
@@ -136,52 +177,59 @@ def _every(reads: dict[str, float], metrics: Iterable[str]) -> float | None:
 
 
 def _switch_port(
-    device: str, port: str, reads: dict[str, float], fabric: Fabric, speeds: PortSpeeds, nic_reads: dict[str, float]
+    device: str,
+    port: str,
+    reads: dict[str, float],
+    fabric: Fabric,
+    speeds: PortSpeeds,
+    nic_reads: dict[str, float],
+    reporting: set[str],
 ) -> list[Item]:
     where = f"{device}:{port}"
     items = []
     # PFC storms and deadlocks: the best pause evidence the port gives
     if PFC_DURATION in reads:
-        pfc = Item("pfc_storm", where, True)
+        pfc = _item("pfc_storm", where, True)
     elif PFC_DURATION_ESTIMATED in reads:
-        pfc = Item("pfc_storm", where, True, "pause time estimated by the PFC watchdog: never critical on it alone")
+        pfc = _item("pfc_storm", where, True, "estimated_pause")
     elif PFC_FRAMES in reads:
-        known = speeds.of(device, port) is not None
-        pfc = Item("pfc_storm", where, True, "" if known else "pause frames and no speed: read at the fastest speed")
+        pfc = _item("pfc_storm", where, True, "" if speeds.of(device, port) is not None else "no_speed_pfc")
     elif PFC_PORT_FRAMES in reads:
-        pfc = Item("pfc_storm", where, True, "PFC counted per interface only: the priority is assumed")
+        pfc = _item("pfc_storm", where, True, "per_interface_pfc")
     else:
-        pfc = Item("pfc_storm", where, False, "no PFC pause counters")
+        pfc = _item("pfc_storm", where, False, "no_pfc_counters")
     peer = fabric.peer(device, port)
     if pfc.judged and not pfc.reason and peer is None:
-        pfc = Item("pfc_storm", where, True, "no LLDP on either side: a storm's root cannot be named")
-    items += [pfc, Item("pfc_deadlock", where, pfc.judged, pfc.reason)]
+        pfc = _item("pfc_storm", where, True, "no_lldp_root")
+    elif pfc.judged and not pfc.reason and peer is not None and peer[0] not in reporting:
+        # the pause's asserter is named (LLDP from this side) but says nothing of its own: whether it pauses for
+        # congestion or is stuck cannot be read there (the storm detector reports such a root as unverified)
+        why = f"its peer {peer[0]} is not monitored: a storm it holds is named without the peer's own evidence"
+        pfc = _item("pfc_storm", where, True, "unmonitored_peer", why)
+    items += [pfc, Item("pfc_deadlock", where, pfc.judged, pfc.reason, pfc.code)]
     items.append(
-        Item("link_flap", where, True) if "oper_up" in reads else Item("link_flap", where, False, "no link state")
+        _item("link_flap", where, True) if "oper_up" in reads else _item("link_flap", where, False, "no_link_state")
     )
     optics = "rx_fcs_errors" in reads
-    items.append(Item("degraded_optics", where, optics, "" if optics else "no FCS/FEC error counter"))
+    items.append(_item("degraded_optics", where, optics, "" if optics else "no_error_counter"))
     kind = fabric.port_kind(device, port)
     speed = speeds.of(device, port)
-    rate = None if "tx_bytes" not in reads else "" if speed is None or speed.source != "inferred" else "speed inferred"
-    load = (
-        "no transmit counter" if rate is None else "no speed reported, configured or inferable" if speed is None else ""
-    )
+    rate = None if "tx_bytes" not in reads else "" if speed is None or speed.source != "inferred" else "speed_inferred"
+    load = "no_transmit_counter" if rate is None else "no_speed" if speed is None else ""
     if kind == "downlink":
         congestion = _every(reads, (WATERMARK, QUEUE_MARKS)) or _every(nic_reads, (CNP_SENT,))
         if load:
-            items += [Item("incast", where, False, load), Item("microburst", where, False, load)]
+            items += [_item("incast", where, False, load), _item("microburst", where, False, load)]
         elif congestion is None:
-            why = "no congestion evidence (queue watermark, ECN marks, the receiver's CNPs)"
-            items += [Item("incast", where, False, why), Item("microburst", where, False, why)]
+            why = "no_congestion_evidence"
+            items += [_item("incast", where, False, why), _item("microburst", where, False, why)]
         else:
-            items.append(Item("incast", where, True, rate or ""))
+            items.append(_item("incast", where, True, rate or ""))
             items.append(_bursts(where, reads, nic_reads, rate or ""))
     elif kind == "uplink":
-        items.append(Item("ecmp_imbalance", where, not load, load or rate or ""))
+        items.append(_item("ecmp_imbalance", where, not load, load or rate or ""))
     elif kind == "unknown":
-        why = "no LLDP on either side: whether it faces a host or a switch is unknown"
-        items += [Item(k, where, False, why) for k in ("incast", "microburst", "ecmp_imbalance")]
+        items += [_item(k, where, False, "no_lldp_kind") for k in ("incast", "microburst", "ecmp_imbalance")]
     return items
 
 
@@ -193,42 +241,51 @@ def _bursts(where: str, reads: dict[str, float], nic_reads: dict[str, float], ca
     if (wm is not None and wm <= WATERMARK_RESOLVES_S * CADENCE_SLACK) or any(
         x is not None and x <= MARKS_RESOLVE_S * CADENCE_SLACK for x in (marks, cnps)
     ):
-        return Item("microburst", where, True, caveat)
+        return _item("microburst", where, True, caveat)
     said = [f"{name} every {x:.0f} s" for name, x in (("watermarks", wm), ("ECN marks", marks), ("CNPs", cnps)) if x]
-    return Item("microburst", where, False, f"cadence too coarse for bursts under a second ({', '.join(said)})")
+    why = f"cadence too coarse for bursts under a second ({', '.join(said)})"
+    return _item("microburst", where, False, "cadence_too_coarse", why)
 
 
-def _cnp_destinations(unmonitored: list[str] | None) -> str:
+def _cnp_item(where: str, unmonitored: list[str] | None) -> Item:
     """A NIC's CNP balance is judged at the NIC either way; a loss on the CNPs' way back needs their destinations
     to count what they handle (`rocescope.analysis.detectors.cnp_loss`): the caveat where they do not."""
     if unmonitored is None:
-        return "whom its CNPs go to is unknown (no sampled packets or QP records): a loss on their way is unverifiable"
+        return _item("cnp_loss", where, True, "cnp_destinations_unknown")
     if unmonitored:
         shown = ", ".join(unmonitored[:3]) + (", ..." if len(unmonitored) > 3 else "")
-        return f"its CNPs go to peers that count none ({shown}): a loss on their way is unverifiable"
-    return ""
+        why = f"its CNPs go to peers that count none ({shown}): a loss on their way is unverifiable"
+        return _item("cnp_loss", where, True, "unmonitored_peer", why)
+    return _item("cnp_loss", where, True)
 
 
 def _jobs(frames: Frames) -> list[Item]:
-    """Jobs whose slowdown can be measured (their collectives in the window joined to them), whose hangs can be
-    told (collectives joined to them before it: a hung job's window holds none), and collectives joined to none."""
+    """Jobs whose slowdown can be measured (their collectives in the window joined to them, as single operations),
+    whose hangs can be told (collectives joined to them before it: a hung job's window holds none), and collectives
+    joined to none."""
     impact = ImpactParams()  # the frame impact reads anyway (cached): no second read of the collectives
-    before = frames.collectives(impact.lookback_s, impact.after_s)
-    coll = before.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
+    before = frames.collectives(impact.lookback_s, impact.after_s).filter(pl.col("job_id") != "")
+    coll = frames.collectives(impact.lookback_s, impact.after_s)
+    coll = coll.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
+    timed = ~pl.col("source").is_in(INTERVAL_MEANS)
     items = []
     placed = sorted(set(frames.endpoints()["job_id"].to_list()))
-    joined = set(coll.filter(pl.col("job_id") != "")["job_id"].to_list())
-    heard = set(before.filter(pl.col("job_id") != "", pl.col("ts") < frames.window.end)["job_id"].to_list())
+    joined = coll.filter(pl.col("job_id") != "")
+    ops = set(joined.filter(timed)["job_id"].to_list())
+    means = set(joined["job_id"].to_list()) - ops
+    earlier = before.filter(pl.col("ts") < frames.window.end)
+    heard_ops = set(earlier.filter(timed)["job_id"].to_list())
+    heard_means = set(earlier["job_id"].to_list()) - heard_ops
     for job in placed:
-        ok = job in joined
-        items.append(Item("unexplained_slowdown", job, ok, "" if ok else "no NCCL collectives joined to it"))
-        ok = job in heard
-        items.append(Item("nccl_hang", job, ok, "" if ok else "no NCCL collectives joined to it in the look-back"))
+        code = "" if job in ops else "interval_means_only" if job in means else "no_collectives"
+        items.append(_item("unexplained_slowdown", job, not code, code))
+        code = "" if job in heard_ops else "interval_means_only" if job in heard_means else "no_collectives_before"
+        items.append(_item("nccl_hang", job, not code, code))
     lost = coll.filter(pl.col("job_id") == "")
     for (host,), rows in lost.group_by(["host"]):
         n = rows.height
         why = f"{n} collective(s) joined to no job ({', '.join(sorted(set(rows['attribution'].to_list())))})"
-        items.append(Item("unexplained_slowdown", f"collectives from {host}", False, why))
+        items.append(_item("unexplained_slowdown", f"collectives from {host}", False, "unjoined_collectives", why))
     return items
 
 
@@ -244,23 +301,23 @@ def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | 
         roles[device] = role
         reads.setdefault((device, fabric.iface(device, port) if port else ""), {})[metric] = float(every)
     out = Coverage(frames.window)
+    reporting = set(roles)
     peers: CnpPeers | None = None  # where NICs' CNPs go, read once where a NIC counts CNPs both ways
     for (device, port), got in sorted(reads.items()):
         if roles.get(device) == "switch" and port:
             behind = fabric.nic_behind(device, port)  # its RDMA device's counters are keyed by the netdev too
             nic = reads.get(behind, {}) if behind else {}
-            out.items += _switch_port(device, port, got, fabric, speeds, nic)
+            out.items += _switch_port(device, port, got, fabric, speeds, nic, reporting)
         elif roles.get(device) == "nic" and (CNP_SENT in got or any(m in got for m in CNP_HANDLED)):
-            both = CNP_SENT in got and any(m in got for m in CNP_HANDLED)
-            why = "" if both else "CNPs counted one way only (sent or handled)"
-            if both:
+            if CNP_SENT in got and any(m in got for m in CNP_HANDLED):
                 peers = peers or CnpPeers.read(frames, frames.window.start, frames.window.end)
-                why = _cnp_destinations(peers.unmonitored([(device, port)]))
-            out.items.append(Item("cnp_loss", f"{device}:{port}", both, why))
-    reporting = set(roles)
+                out.items.append(_cnp_item(f"{device}:{port}", peers.unmonitored([(device, port)])))
+            else:
+                out.items.append(_item("cnp_loss", f"{device}:{port}", False, "cnp_one_way"))
     for device in sorted((fabric.switches | fabric.hosts) - reporting):
         what = "switch" if device in fabric.switches else "host"
-        out.items.append(Item("telemetry", device, False, f"a {what} others name (LLDP, placements) sends nothing"))
+        why = f"a {what} others name (LLDP, placements) sends nothing"
+        out.items.append(_item("telemetry", device, False, "no_telemetry", why))
     out.items += _jobs(frames)
     return out
 

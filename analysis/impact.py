@@ -318,9 +318,13 @@ def with_impact(
     finding lasted says how many, and that its loss is a lower bound (`_incomplete`)."""
     p = p or ImpactParams()
     rows = usable(coll)
-    if rows.is_empty() or not findings:
+    means_only = _means_only(coll, rows)
+    if (rows.is_empty() and not means_only) or not findings:
         return list(findings)
     jobs = [candidate_jobs(f, fabric) for f in findings]
+    findings = [_unmeasurable(f, jobs[i] & means_only) for i, f in enumerate(findings)]
+    if rows.is_empty():
+        return [f.with_(evidence={**f.evidence, "impact": {}}) for f in findings]
     placed: dict[str, dt.datetime] = {}
     for pl_ in fabric.placements:
         placed[pl_.job_id] = max(placed.get(pl_.job_id, pl_.valid_to), pl_.valid_to)
@@ -355,6 +359,28 @@ def with_impact(
     if dropped is not None and dropped.height:
         _incomplete(findings, per_finding, rows, dropped, p)
     return [f.with_(evidence={**f.evidence, "impact": per_finding.get(i, {})}) for i, f in enumerate(findings)]
+
+
+#: why a job's cost is not measured where its collectives arrive as interval means only (`present.not_measured`)
+MEANS_ONLY = (
+    "GPU-seconds not measurable from this source: its collectives arrive as interval means (Inspector's "
+    "Prometheus or OTLP aggregates), not single operations"
+)
+
+
+def _means_only(coll: pl.DataFrame, rows: pl.DataFrame) -> set[str]:
+    """Jobs whose collectives came joined to them only as interval means: no operation to weigh or time."""
+    if coll.is_empty():
+        return set()
+    joined = set(coll.filter(pl.col("job_id") != "", pl.col("source").is_in(INTERVAL_MEANS))["job_id"].to_list())
+    return joined - set(rows["job_id"].unique().to_list())
+
+
+def _unmeasurable(f: Finding, jobs: set[str]) -> Finding:
+    """The finding with `impact_not_measured`: job -> why, for its candidate jobs no record can measure."""
+    if not jobs:
+        return f
+    return f.with_(evidence={**f.evidence, "impact_not_measured": {job: MEANS_ONLY for job in sorted(jobs)}})
 
 
 def _incomplete(

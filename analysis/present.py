@@ -86,7 +86,8 @@ def not_measured(row: Mapping[str, Any], job: str) -> str:
         ev = {}
     if not isinstance(ev, dict) or "impact" not in ev:
         return "not measured: no NCCL collectives in the window"
-    return "not measured: no collectives of the job around it"
+    why = (ev.get("impact_not_measured") or {}).get(job)
+    return f"not measured: {why}" if isinstance(why, str) else "not measured: no collectives of the job around it"
 
 
 def findings_tables(rows: Sequence[Mapping[str, Any]]) -> list[Table]:

@@ -34,16 +34,18 @@ class CoverageMetrics(SelfMetrics):
         self.coverage = Gauge(
             "rocescope_coverage",
             "Places (ports, devices, jobs) per finding kind by whether the latest window's telemetry could judge "
-            "them: judged, judged_with_caveat (an estimate or assumption), not_judged (`rocescope coverage` says why).",
-            ["kind", "state"],
+            "them: judged, judged_with_caveat (an estimate or assumption), not_judged; reason: why, as a label "
+            "(`rocescope coverage` says it in words, with the places).",
+            ["kind", "state", "reason"],
             registry=self.registry,
         )
 
-    def record_coverage(self, states: dict[tuple[str, str], int]) -> None:
-        """The latest window's coverage states (label sets of earlier windows dropped)."""
+    def record_coverage(self, states: dict[tuple[str, str, str], int]) -> None:
+        """The latest window's coverage, (kind, state, reason label) -> places (earlier windows' label sets
+        dropped)."""
         self.coverage.clear()
-        for (kind, state), n in states.items():
-            self.coverage.labels(kind=kind, state=state).set(n)
+        for (kind, state, reason), n in states.items():
+            self.coverage.labels(kind=kind, state=state, reason=reason).set(n)
 
 
 class SinkMetrics(CoverageMetrics):
@@ -92,7 +94,7 @@ class AnalysisMetrics(CoverageMetrics):
         super().__init__(registry)
         self.findings = Gauge("rocescope_findings", "Findings in the latest window.", ["kind"], registry=self.registry)
 
-    def record(self, states: dict[tuple[str, str], int], kinds: dict[str, int]) -> None:
+    def record(self, states: dict[tuple[str, str, str], int], kinds: dict[str, int]) -> None:
         """The latest window's coverage states and findings per kind (label sets of earlier windows dropped)."""
         self.record_coverage(states)
         self.findings.clear()

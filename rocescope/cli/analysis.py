@@ -61,7 +61,7 @@ def analyze(
                     highlight=False,
                 )
                 if result.coverage is not None:
-                    metrics.record(result.coverage.states(), dict(Counter(f.kind for f in result.findings)))
+                    metrics.record(result.coverage.labelled(), dict(Counter(f.kind for f in result.findings)))
                 if not follow:
                     for table in findings_tables(rows):
                         console.print(table)

@@ -622,7 +622,7 @@ def _record_coverage(store: Store, window_minutes: float, metrics: SinkMetrics) 
 
     end = dt.datetime.now(dt.UTC)
     try:
-        states = coverage_at(store, end - dt.timedelta(minutes=window_minutes), end).states()
+        states = coverage_at(store, end - dt.timedelta(minutes=window_minutes), end).labelled()
     except RocescopeError as exc:
         log.warning("coverage for the metrics endpoint failed: %s", exc)
         return

@@ -7,13 +7,16 @@ from __future__ import annotations
 
 import datetime as dt
 import json
+import logging
 from pathlib import Path
+
+import pytest
 
 from rocescope.analysis.coverage import coverage_at
 from rocescope.cli import app
 from rocescope.pipeline.store import Store
 
-from gear import HOSTS, PORT_CLOCK, PORTS, QUEUE_CLOCK, WM_CLOCK, fabric
+from gear import HOSTS, PORT_CLOCK, PORTS, QUEUE_CLOCK, UPLINKS, WM_CLOCK, fabric
 from store_cli import runner
 from telemetry import Clock, Telemetry, steps
 
@@ -90,13 +93,13 @@ def test_analyze_says_what_it_could_not_judge_and_exports_it_for_alerts(store: S
     result = analyze(store, t.window, write=False)
     assert result.coverage is not None and "pfc_storm 9 of 11 (no PFC pause counters)" in result.coverage.summary()
     metrics = AnalysisMetrics()
-    metrics.record(result.coverage.states(), {})
+    metrics.record(result.coverage.labelled(), {})
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
     metrics.serve("127.0.0.1", port)
     text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-    assert 'rocescope_coverage{kind="pfc_storm",state="not_judged"} 9.0' in text
+    assert 'rocescope_coverage{kind="pfc_storm",reason="no_pfc_counters",state="not_judged"} 9.0' in text
 
 
 def test_findings_say_why_a_jobs_loss_is_not_measured_instead_of_a_dash(now: dt.datetime) -> None:
@@ -173,3 +176,117 @@ def test_nccl_in_pods_before_their_placement_is_known_is_joined_to_no_job(store:
         False,
         "3 collective(s) joined to no job (none)",
     )
+
+
+def test_inferred_speeds_unknown_cabling_and_an_unmonitored_peer_are_each_said(store: Store, now: dt.datetime) -> None:
+    """No speed anywhere (Arista over SNMP before its speeds are read): the leaf's rates rest on inferred speeds;
+    a port no LLDP names on either side cannot be told a downlink from an uplink; a storage array named by the
+    leaf's LLDP only holds pause on its port, and says nothing of its own."""
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.link("leaf1", UPLINKS[0], "spine1", "Ethernet1")  # the leaf's LLDP names a spine: its cabling is known...
+    t.counter("spine1", "switch", "Ethernet1", "tx_bytes", steps(base=1e9), PORT_CLOCK)
+    t.counter("leaf1", "switch", "Ethernet3/1", "tx_bytes", steps(base=1e9), PORT_CLOCK)  # ... but for this port
+    t.link("leaf1", "Ethernet3/2", "storage-01", "eth0")
+    t.counter("leaf1", "switch", "Ethernet3/2", "pfc_rx_pause_duration_us", steps(), PORT_CLOCK, priority=3)
+    t.land(store)
+    cov = coverage_at(store, t.window.start, t.window.end)
+    got = {(it.kind, it.where): (it.judged, it.code) for it in cov.items}
+    b = f"leaf1:{PORTS['gpu-02']}"
+    assert got[("incast", b)] == (True, "speed_inferred")
+    for kind in ("incast", "microburst", "ecmp_imbalance"):
+        assert got[(kind, "leaf1:Ethernet3/1")] == (False, "no_lldp_kind")
+    assert got[("pfc_storm", "leaf1:Ethernet3/2")] == (True, "unmonitored_peer")
+    assert got[("pfc_deadlock", "leaf1:Ethernet3/2")] == (True, "unmonitored_peer")
+    lines = cov.lines()
+    assert any("its peer storage-01 is not monitored" in line for line in lines)
+    assert any("whether it faces a host or a switch is unknown: " in line for line in lines)
+    silent = {it.where: it.reason for it in cov.items if it.kind == "telemetry"}
+    assert silent["leaf2"] == "a switch others name (LLDP, placements) sends nothing"
+    assert silent["storage-01"] == "a host others name (LLDP, placements) sends nothing"
+    labelled = cov.labelled()
+    assert labelled[("pfc_storm", "judged_with_caveat", "unmonitored_peer")] == 1
+    assert labelled[("incast", "not_judged", "no_lldp_kind")] >= 1
+
+
+def test_analyze_logs_one_line_of_what_it_could_not_judge(
+    store: Store, now: dt.datetime, caplog: pytest.LogCaptureFixture
+) -> None:
+    from rocescope.analysis.run import analyze
+
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    with caplog.at_level(logging.INFO, logger="rocescope.analysis.run"):
+        analyze(store, t.window, write=False)
+    said = [r.getMessage() for r in caplog.records if r.getMessage().startswith("could not judge in")]
+    assert len(said) == 1
+    assert "pfc_storm 9 of 11 (no PFC pause counters)" in said[0]
+
+
+def _interval_means(store: Store, now: dt.datetime, hosts: list[str]) -> None:
+    """NCCL Inspector's Prometheus output (2.30+) of the job's ranks: per interval, a mean per message size."""
+    import pyarrow as pa
+
+    from rocescope.collectors.nccl.parse import collectives_table
+    from rocescope.pipeline.batch import conform
+
+    n = 12 * len(hosts)
+    cols = {
+        "ts": [int((now + dt.timedelta(seconds=10 * (k // len(hosts)) + 5)).timestamp() * 1e9) for k in range(n)],
+        "host": [hosts[k % len(hosts)] for k in range(n)],
+        "pid": pa.array([100 + k % len(hosts) for k in range(n)], pa.uint32()),
+        "collective": ["AllReduce"] * n,
+        "ranks": pa.array([len(hosts)] * n, pa.int32()),
+        "rank": pa.array([-1] * n, pa.int32()),
+        "sequence": pa.array([-1] * n, pa.int64()),
+        "exec_time_us": [2000.0] * n,
+        "source": ["inspector_prom_agg"] * n,
+        "communicator": ["0xabc"] * n,
+    }
+    store.insert("collectives", pa.Table.from_batches([conform("collectives", collectives_table(cols, n))]))
+
+
+def test_a_job_known_only_by_interval_means_says_its_loss_cannot_be_measured(store: Store, now: dt.datetime) -> None:
+    """Inspector 2.30's Prometheus output carries one mean per interval and size, no single operation: the job is
+    joined, yet its slowdown, hang and GPU-seconds cannot be measured from it, and every place that shows a loss
+    says so instead of a dash (coverage, `findings`, `blame`)."""
+    from rich.console import Console
+
+    from rocescope.analysis.blame import blame_table, who_hurt_whom, with_blame
+    from rocescope.analysis.fabric import Fabric
+    from rocescope.analysis.findings import Finding
+    from rocescope.analysis.frames import Frames
+    from rocescope.analysis.impact import MEANS_ONLY, with_impact
+    from rocescope.analysis.present import not_measured
+
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    _interval_means(store, now, HOSTS[:4])
+    cov = coverage_at(store, t.window.start, t.window.end)
+    got = {(it.kind, it.where): (it.judged, it.code) for it in cov.items}
+    assert got[("unexplained_slowdown", "team-a/train")] == (False, "interval_means_only")
+    assert got[("nccl_hang", "team-a/train")] == (False, "interval_means_only")
+
+    frames = Frames(store, t.window)
+    fabric = Fabric.from_frames(frames)
+    storm = Finding(
+        kind="pfc_storm", severity="warning", start=now + dt.timedelta(seconds=60), end=now + dt.timedelta(seconds=90),
+        devices=("leaf1",), ports=(f"leaf1:{PORTS['gpu-01']}",), priority=3, score=30.0, summary="storm",
+        evidence={}, job_ids=("team-a/train",),
+    )  # fmt: skip
+    (judged,) = with_blame(with_impact([storm], frames.collectives(600), fabric), fabric)
+    assert judged.evidence["impact"] == {}
+    assert judged.evidence["impact_not_measured"] == {"team-a/train": MEANS_ONLY}
+    row = {"kind": judged.kind, "evidence": json.dumps(judged.evidence, default=str)}
+    assert not_measured(row, "team-a/train") == f"not measured: {MEANS_ONLY}"
+    (edge,) = who_hurt_whom([row])
+    assert (edge.victim, edge.gpu_seconds_lost, edge.not_measured) == (
+        "team-a/train",
+        None,
+        f"not measured: {MEANS_ONLY}",
+    )
+    console = Console(record=True, width=250)
+    console.print(blame_table([edge], "who hurt whom"))
+    assert "not measured: GPU-seconds not measurable from this source" in console.export_text()
