@@ -170,6 +170,30 @@ GROUP BY device, role, port, metric"""  # noqa: S608 - a constant and placeholde
     return query_polars(frames.store, sql, {"start": frames.window.start, "end": frames.window.end})
 
 
+#: how far before the window a device that reported and fell silent is still said to be missing: a window's
+#: length, at least this (an analysis window of a few minutes still names a device gone for a quarter of an hour)
+SILENT_LOOKBACK_S = 900.0
+
+
+def _fell_silent(frames: Frames, reporting: set[str]) -> list[Item]:
+    """Devices that reported before the window and sent nothing in it (a dead agent, a rebooted switch, a collector
+    that lost its target: Prometheus' `up == 0`), from the rollup's minutes: what no LLDP or placement names."""
+    window = frames.window
+    back = max(SILENT_LOOKBACK_S, (window.end - window.start).total_seconds())
+    sql = """
+SELECT toString(device) AS device, toString(any(role)) AS role, max(minute) AS last FROM counters_1m
+WHERE minute >= toStartOfMinute({since:DateTime64(9, 'UTC')}) AND minute < toStartOfMinute({start:DateTime64(9, 'UTC')})
+GROUP BY device"""
+    since = window.start - dt.timedelta(seconds=back)
+    before = query_polars(frames.store, sql, {"since": since, "start": window.start})
+    items = []
+    for device, role, last in before.sort("device").iter_rows():
+        if device not in reporting:
+            why = f"no telemetry in the window: a {role} last heard in the minute of {last:%Y-%m-%d %H:%M} UTC"
+            items.append(_item("telemetry", device, False, "no_telemetry", why))
+    return items
+
+
 def _every(reads: dict[str, float], metrics: Iterable[str]) -> float | None:
     """The finest cadence among the metrics a place reports (None: none of them)."""
     got = [reads[m] for m in metrics if m in reads]
@@ -314,10 +338,12 @@ def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | 
                 out.items.append(_cnp_item(f"{device}:{port}", peers.unmonitored([(device, port)])))
             else:
                 out.items.append(_item("cnp_loss", f"{device}:{port}", False, "cnp_one_way"))
-    for device in sorted((fabric.switches | fabric.hosts) - reporting):
+    silent = _fell_silent(frames, reporting)
+    for device in sorted((fabric.switches | fabric.hosts) - reporting - {it.where for it in silent}):
         what = "switch" if device in fabric.switches else "host"
         why = f"a {what} others name (LLDP, placements) sends nothing"
         out.items.append(_item("telemetry", device, False, "no_telemetry", why))
+    out.items += silent
     out.items += _jobs(frames)
     return out
 

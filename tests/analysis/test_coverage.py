@@ -290,3 +290,22 @@ def test_a_job_known_only_by_interval_means_says_its_loss_cannot_be_measured(sto
     console = Console(record=True, width=250)
     console.print(blame_table([edge], "who hurt whom"))
     assert "not measured: GPU-seconds not measurable from this source" in console.export_text()
+
+
+def test_a_device_that_reported_before_the_window_and_fell_silent_is_named(store: Store, now: dt.datetime) -> None:
+    """A switch whose agent died (or a collector that lost its target) before the window: nothing names it in
+    LLDP or placements, yet its silence is said, with when it was last heard (Prometheus' `up == 0`)."""
+    t = Telemetry(now, 180)
+    _gear(t)
+    t.land(store)
+    earlier = Telemetry(now - dt.timedelta(minutes=8), 120)
+    earlier.counter("leaf9", "switch", "Ethernet1", "tx_bytes", steps(base=1e9), PORT_CLOCK)
+    earlier.land(store)
+    cov = coverage_at(store, t.window.start, t.window.end)
+    silent = {it.where: it for it in cov.items if it.kind == "telemetry"}
+    assert silent["leaf9"].judged is False and silent["leaf9"].code == "no_telemetry"
+    said = silent["leaf9"].reason
+    assert said.startswith("no telemetry in the window: a switch last heard in the minute of ")
+    heard = dt.datetime.strptime(said.rsplit("of ", 1)[1], "%Y-%m-%d %H:%M UTC").replace(tzinfo=dt.UTC)
+    assert now - dt.timedelta(minutes=7) <= heard <= now - dt.timedelta(minutes=6)  # its last read, 6 minutes before
+    assert "leaf1" not in silent
