@@ -49,8 +49,8 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   (info), never a CNP loss;
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
-  at its edges could move (`read_skew`: the longest read interval's share of the bucket's CNPs sent and handled,
-  at both edges):
+  at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
+  handled in the busier of the two buckets the edge joins):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -204,9 +204,17 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
 
 def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
     """Per bucket: CNPs sent, handled and lost fabric-wide, and `read_skew`, the most the NICs' read instants can
-    move between a bucket and its neighbours: a read at each edge carries at most its interval's share of the
-    bucket's counts (the longest read interval over the bucket, of what was sent and handled, at both edges)."""
-    skew = 2 * pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
+    move between a bucket and its neighbours: the read that straddles an edge carries at most its interval's worth
+    of counts at the rate around that edge, which is the busier of the two buckets it joins (the longest read
+    interval over the bucket, of what was sent and handled; at an incast's first or last bucket the rate on the
+    far side of the edge is the incast's, not the bucket's mostly quiet average)."""
+    share = pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
+    moved = pl.col("fabric_sent") + pl.col("fabric_handled")
+    step = dt.timedelta(seconds=bucket_s)
+    neighbour = {
+        side: pl.when((pl.col("bucket") - pl.col("bucket").shift(k)).abs() == step).then(moved.shift(k)).otherwise(0.0)
+        for side, k in (("before", 1), ("after", -1))
+    }
     return (
         nic.group_by("bucket")
         .agg(
@@ -215,9 +223,12 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
             pl.col("seconds").max().alias("bucket_seconds"),
             pl.col("longest_read_s").max().alias("_longest"),
         )
+        .sort("bucket")
         .with_columns(
             (pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"),
-            (skew * (pl.col("fabric_sent") + pl.col("fabric_handled"))).alias("read_skew"),
+            (
+                share * (pl.max_horizontal(moved, neighbour["before"]) + pl.max_horizontal(moved, neighbour["after"]))
+            ).alias("read_skew"),
         )
         .drop("_longest")
     )

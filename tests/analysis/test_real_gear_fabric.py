@@ -197,7 +197,11 @@ def test_cnps_a_peer_nobody_counts_may_have_handled_do_not_make_a_nic_that_handl
     """As `test_partial_cnp_loss_at_one_nic`, but gpu-09 also has a QP to 10.0.9.99: where that is a storage array
     nobody monitors, the 350 CNPs/s the job's NICs do not handle may be the ones gpu-09 sent the array, so gpu-02
     handling fewer than its job-mates is no evidence of loss. Where the other end of that QP reports it (gpu-01's
-    QP numbered as its remote, pointing back), 10.0.9.99 is gpu-01's, which counts CNPs: the loss is gpu-02's."""
+    QP numbered as its remote, pointing back), 10.0.9.99 is gpu-01's, which counts CNPs: the loss is gpu-02's.
+    The incast begins a second before a 10 s bucket's edge, the hardest place for read skew: the first bucket holds a
+    second of it, and NICs whose reads straddle the edge put that second's CNPs in either bucket (a one-bucket "loss"
+    at gpu-01 there while read skew was taken from the quiet bucket's average instead of the incast's rate)."""
+    now = now.replace(second=now.second // 10 * 10) - dt.timedelta(seconds=1)  # `on` starts at second 9 of 10
     t = Telemetry(now, 240)
     fabric(t)
     on, senders = (60.0, 170.0), HOSTS[:4]
