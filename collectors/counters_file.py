@@ -54,6 +54,15 @@ def _port_renames(names: tuple[str, ...]) -> dict[str, _Rename]:
         return {}
     family = max(_RAW_FAMILIES, key=lambda f: sum(_hit(f, n) is not None for n in names))
     hits = {n: h for n in names if (h := _hit(family, n)) is not None}
+    # a name the port's own vendor does not know may be another's on the same NIC: exporters that key a NIC's RDMA
+    # hw_counters by its netdev put `np_cnp_sent` beside `ethtool -S` names on `eth0`; ranked after the port's own
+    # vendor, whose counter of a metric still wins
+    for n in names:
+        if n in hits or n in catalog.METRICS_BY_NAME or n.startswith(UNKNOWN_PREFIX):
+            continue
+        other = next((h for f in _RAW_FAMILIES if f is not family and (h := _hit(f, n)) is not None), None)
+        if other is not None:
+            hits[n] = (len(family) + other[0], other[1])
     first: dict[tuple[str, int | None], int] = {}
     for rank, (metric, prio, _) in hits.values():
         first[(metric, prio)] = min(rank, first.get((metric, prio), rank))

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from rocescope.cli import app
@@ -281,6 +282,40 @@ def test_counters_named_by_the_driver_are_renamed_as_the_nic_collector_names_the
     assert got["mlx5_0/1", "rdma_out_of_buffer", -1] == (source["mlx5_0/1", "out_of_buffer"], "out_of_buffer")
     # a file named as the store names it is left alone
     assert canonical_counters(out) == (out, 0)
+
+
+def test_rdma_counters_keyed_by_the_netdev_are_renamed_beside_its_ethtool_names() -> None:
+    """Exporters that key a NIC's RDMA hw_counters by its netdev (one port `eth0` for `ethtool -S` and for
+    `rdma statistic show link`, real output of both): the CNP counters land as the CNP-loss detector reads them,
+    not as `raw:np_cnp_sent`, and ethtool's own counter of a metric still wins."""
+    ethtool = raw_named_nic_counters().filter(pc.equal(raw_named_nic_counters()["port"], "eth0"))
+    text = (RDMA / "iproute2_commit_msgs_rdma_statistic_real_outputs.txt").read_text().splitlines()
+    start = text.index("$ rdma stat show link mlx5_2/1") + 1
+    words = " ".join(text[start : start + 8]).split()[2:]  # "link mlx5_2/1 name value name value ..."
+    pairs = list(zip(words[::2], (float(v) + k for k, v in enumerate(words[1::2])), strict=True))  # distinct values
+    n = len(pairs)
+    rdma = pa.table(
+        {
+            "ts": pa.array([TS] * n, pa.timestamp("ns", tz="UTC")),
+            "device": ["gpu-001"] * n,
+            "role": ["nic"] * n,
+            "port": ["eth0"] * n,
+            "priority": pa.array([-1] * n, pa.int8()),
+            "metric": [name for name, _ in pairs],
+            "value": [value for _, value in pairs],
+            "source": ["parquet"] * n,
+            "raw_name": [""] * n,
+        }
+    )
+    out, _ = canonical_counters(pa.concat_tables([ethtool, rdma]))
+    got = {(p, m): (v, r) for p, m, _, v, r in zip(*(out[c].to_pylist() for c in KEYS), strict=True)}
+    sent = dict(pairs)
+    assert got["eth0", "cnp_sent"] == (sent["np_cnp_sent"], "np_cnp_sent")
+    assert got["eth0", "cnp_handled"] == (sent["rp_cnp_handled"], "rp_cnp_handled")
+    assert got["eth0", "out_of_sequence"][0] == sent["out_of_sequence"]  # a catalog name already: kept as it is
+    source = {m: v for m, v in zip(ethtool["metric"].to_pylist(), ethtool["value"].to_pylist(), strict=True)}
+    assert got["eth0", "rx_bytes"] == (source["rx_bytes_phy"], "rx_bytes_phy")
+    assert not [m for _, m in got if m in ("raw:np_cnp_sent", "raw:rp_cnp_handled")]
 
 
 def test_cli_imports_a_parquet_of_driver_names(tmp_path: Path) -> None:
