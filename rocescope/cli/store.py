@@ -479,7 +479,7 @@ def _import_kind(
                         # `Ethernet0`), back-plane cables and front-panel ports of a multi-ASIC switch
                         for link_source, found in sonic_dump.port_links(doc, name, ns).items():
                             batches += [links_batch(found, when, name, source=link_source)] if found else []
-                        why = {NONNUMERIC: rows.nonnumeric}
+                        why = {NONNUMERIC: rows.nonnumeric, "objects without a name map": rows.unknown}
                         ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
                     elif kind is ImportKind.sonic_monitor:
                         from rocescope.collectors.sonic_monitor import monitor_rows
@@ -526,7 +526,9 @@ def _import_kind(
                         collector = PcapCollector(device or "import")
                         source = PcapFile(path)
                         try:
-                            ship(list(collector.collect(source)), str(path), collector.malformed)
+                            batches = list(collector.collect(source))
+                            # frames that are no RoCEv2 (RoCE v1, TCP...) are counted by reason, as the collector does
+                            ship(batches, str(path), collector.malformed, "", dict(collector.skipped))
                         finally:
                             source.close()
                     landed[digests[path]] = (path, total - before)

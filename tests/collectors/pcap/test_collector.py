@@ -120,3 +120,22 @@ def test_packets_travel_and_land(tmp_path: Path) -> None:
             store.insert("packets", pa.Table.from_batches([batch.data]))
         got = store.query_arrow("SELECT count() AS n, any(sampling_rate) AS s, any(capture_point) AS c FROM packets")
     assert got.to_pylist() == [{"n": 96, "s": 1000, "c": "leaf-r0-01/mirror"}]
+
+
+def test_import_of_a_capture_accounts_for_every_frame(tmp_path: Path) -> None:
+    """`rocescope import --kind pcap --json`: the real capture's three frames are one CNP landed and two RoCE v1
+    frames skipped with their reason, counts that add up to the file's frames."""
+    import json
+
+    from rocescope.cli import app
+
+    from store_cli import runner, store_config
+
+    cfg = store_config(tmp_path)
+    path = PCAPS / "scapy_realpkts_cnp_cx4lx_and_rocev1.pcap"
+    out = runner.invoke(app, ["--config", cfg, "import", "--kind", "pcap", "--json", str(path)])
+    assert out.exit_code == 0, out.output
+    (done,) = json.loads(out.stdout.strip().splitlines()[-1])["files"]
+    assert done["landed"] == 1
+    assert done["skipped"] == {"malformed": 0, "RoCEv1 or native InfiniBand (no UDP/IP)": 2}
+    assert done["landed"] + sum(done["skipped"].values()) == 3  # tshark counts 3 frames in the file
