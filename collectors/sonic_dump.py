@@ -142,11 +142,36 @@ def _neighbor(device: str, port: str, fields: Mapping[str, Any]) -> Neighbor:
     return Neighbor(device, port, peer, peer_port)
 
 
+def _values(entry: object) -> int:
+    """How many values one dumped key holds: its fields (a hash), else one (a string, a set, a broken entry)."""
+    try:
+        fields = _fields(entry)
+    except ValueError:
+        return 1
+    return len(fields) if fields is not None else 1
+
+
+#: why a dump's values are read and not landed as counters (`CounterRows.skipped`: landed + these = the dump's)
+NAME_MAP, NOT_READ, NOT_HASH, AS_LINKS = (
+    "oid map entries (names, types, indexes: no values)",
+    "tables not read",
+    "not a hash (a string or a set)",
+    "LLDP fields (read as links)",
+)
+UNNAMED, NOT_PORT, SUPERSEDED, BROKEN = (
+    "objects without a name map",
+    "not a port (PortConfigDone, PortInitDone)",
+    "superseded (STATE_DB over APPL_DB, the applied speed over the configured)",
+    "in malformed keys",
+)
+
+
 def sonic_dump(doc: object, device: str, at: dt.datetime | None = None) -> tuple[CounterRows, list[Neighbor], int]:
     """(counter rows, LLDP neighbors, malformed records) of a SONiC redis dump.
 
     The dump has no sample time: rows take `at` (default now). Objects no name map names (router
-    interfaces, system ports) are counted in `unknown` and skipped.
+    interfaces, system ports) are counted in `unknown` and skipped. Every value of the dump (a hash's field) is
+    landed, counted non-numeric, or counted in `rows.skipped` by why it was not landed.
     """
     ts = int((at or dt.datetime.now(dt.UTC)).timestamp() * 1e9)
     rows = CounterRows()
@@ -161,31 +186,41 @@ def sonic_dump(doc: object, device: str, at: dt.datetime | None = None) -> tuple
                 if not rest or not (
                     table in ("COUNTERS", "LLDP_ENTRY_TABLE", *_WATERMARK_TABLES) or (table, sep) in _PORT_TABLES
                 ):
+                    rows.skipped[NAME_MAP if not rest and table.endswith("_MAP") else NOT_READ] += _values(entry)
                     continue
                 fields = _fields(entry)
                 if fields is None:
+                    rows.skipped[NOT_HASH] += 1
                     continue
                 if table == "LLDP_ENTRY_TABLE":
                     links.append(_neighbor(device, rest, fields))
+                    rows.skipped[AS_LINKS] += len(fields)
                 elif (table, sep) in _PORT_TABLES:
                     if rest in _NOT_PORTS:
+                        rows.skipped[NOT_PORT] += len(fields)
                         continue
                     merged = ports.setdefault((table, rest), {})
                     for name, value in fields.items():
+                        rows.skipped[SUPERSEDED] += name in merged  # one of the two is landed
                         if sep == "|" or name not in merged:  # STATE_DB's (operational) over APPL_DB's
                             merged[name] = value
                 elif rest.startswith("oid:"):
                     obj = names.get(rest)
                     if obj is None:
                         rows.unknown += 1
+                        rows.skipped[UNNAMED] += len(fields)
                         continue
                     _counters(rows, ts, device, db, table, obj, rest, fields)
+                else:
+                    rows.skipped[NOT_READ] += len(fields)  # a counters key by name, not oid
             except (ValueError, TypeError) as exc:
                 bad += 1
+                rows.skipped[BROKEN] += _values(entry)
                 log.debug("sonic %s: %s skipped: %s", device, key, exc)
     for (table, port), fields in ports.items():
         for name, value in fields.items():
             if table == "PORT" and name == "speed" and "speed" in ports.get(("PORT_TABLE", port), {}):
+                rows.skipped[SUPERSEDED] += 1
                 continue  # the configured speed only where no applied (APPL_DB) or operational (STATE_DB) one is
             add_value(rows, ts, device, [(table, {}), (port, {}), (str(name), {})], value, "APPL_DB")
     rows.malformed += bad

@@ -49,6 +49,8 @@ class CounterRows:
     unknown: int = 0  # values the catalog does not know (kept as `unknown:<raw>` or dropped, per source)
     malformed: int = 0  # records skipped as unreadable
     nonnumeric: int = 0  # text or binary values skipped
+    #: values an importer read and did not land as counters, by reason (its accounting: landed + these = read)
+    skipped: Counter[str] = field(default_factory=Counter)
     #: facts that are no counters, kept for their own table: LLDP neighbour state (openconfig-lldp over gNMI),
     #: (device, local port, neighbour id) -> {leaf: value}, with `ts` the latest time any leaf was stamped
     neighbors: dict[tuple[str, str, str], dict[str, str]] = field(default_factory=dict)

@@ -479,7 +479,7 @@ def _import_kind(
                         # `Ethernet0`), back-plane cables and front-panel ports of a multi-ASIC switch
                         for link_source, found in sonic_dump.port_links(doc, name, ns).items():
                             batches += [links_batch(found, when, name, source=link_source)] if found else []
-                        why = {NONNUMERIC: rows.nonnumeric, "objects without a name map": rows.unknown}
+                        why = {NONNUMERIC: rows.nonnumeric, **rows.skipped}  # in values: they add up to the dump's
                         ship(batches, str(path), bad, f", {rows.unknown} objects without a name map", why)
                     elif kind is ImportKind.sonic_monitor:
                         from rocescope.collectors.sonic_monitor import monitor_rows

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
+import pytest
 
 from rocescope.cli import app
 from rocescope.collectors.common.rows import CounterRows
@@ -529,3 +530,40 @@ def test_cli_lands_a_multi_asic_techsupport_as_asics_cabled_by_their_backplane(t
     aliases = sql_rows(cfg, "SELECT DISTINCT port, peer_port FROM links WHERE source = 'alias' "
                             "AND device = 'sonic-asic1' AND port LIKE 'Eth%-ASIC1' ORDER BY port")  # fmt: skip
     assert aliases == ['"Eth1-ASIC1","Ethernet-BP260"']
+
+
+def _dump_values(doc: dict[str, Any]) -> int:
+    """A redis dump's values: a hash's fields (plain, as the mocks and sonic-gnmi write it, or `sonic-db-dump`'s
+    `{"type": "hash", "value": {...}}`), one for any other key."""
+    dump_entry = {"type", "value", "ttl", "expireat"}
+    n = 0
+    for v in doc.values():
+        if isinstance(v, dict) and {"type", "value"} <= set(v) <= dump_entry:
+            n += len(v["value"]) if v["type"] == "hash" and isinstance(v["value"], dict) else 1
+        else:
+            n += len(v) if isinstance(v, dict) else 1
+    return n
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        REAL / "sonic-utilities_mock_counters_db.json",
+        MULTI_ASIC / "COUNTERS_DB.json.0",
+        MULTI_ASIC / "APPL_DB.json.0",
+        MULTI_ASIC / "CONFIG_DB.json.0",
+    ],
+    ids=lambda p: p.name,
+)
+def test_a_sonic_dump_import_accounts_for_every_value(tmp_path: Path, path: Path) -> None:
+    """`import --kind sonic --json` of SONiC's own dumps (sonic-utilities' mock COUNTERS_DB, a multi-ASIC
+    techsupport's `sonic-db-dump`s): every field of every key is landed or counted, by reason (oid maps, tables not
+    read, objects without a name map, superseded port fields, non-numeric), so the counts add up to the dump's
+    values; before, the maps and unread tables (half of the mock COUNTERS_DB) were counted nowhere."""
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "sonic", "--device", "sw", "--json", str(path)])
+    assert done.exit_code == 0, done.output
+    (only,) = json.loads(done.stdout.strip().splitlines()[-1])["files"]
+    (counters,) = (int(n) for n in sql_rows(cfg, "SELECT count() FROM counters"))  # `landed` adds cabling rows
+    assert 0 < counters <= only["landed"]
+    assert counters + sum(only["skipped"].values()) == _dump_values(load(path))
