@@ -11,10 +11,16 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 import numpy as np
+import polars as pl
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from rocescope.pipeline.batch import Batch, conform
+
+#: what makes two imported rows one reading (the same series at the same time with the same value)
+DUPLICATE_KEY = ("ts", "device", "port", "priority", "metric", "value")
+#: the reason an imported row repeated exactly is skipped under
+DUPLICATE = "duplicates (the same series, time and value again)"
 
 __all__ = ["CounterRows", "constant"]
 
@@ -116,12 +122,23 @@ class CounterRows:
         return Batch("counters", conform("counters", self.table(device, role, source)), key=device)
 
     def to_batches(self, role: str, source: str) -> list[Batch]:
-        """One `counters` Batch per device of rows that span devices (each row's `device`)."""
+        """One `counters` Batch per device of rows that span devices (each row's `device`): an imported file's.
+        A row that repeats an earlier one of these exactly (series, time and value: a notification a capture
+        holds twice, two subscriptions to one path) is dropped and counted in `skipped` as a duplicate."""
         if not len(self):
             return []
         table = self.table("", role, source)
-        if len(counts := Counter(self.device)) > 1:  # rows of one device together, in their order (a stable sort)
-            table = table.take(pc.sort_indices(pa.array(self.device, pa.string())))
+        keys = pl.DataFrame(table.select(list(DUPLICATE_KEY)))
+        first = keys.select(pl.struct(DUPLICATE_KEY).is_first_distinct()).to_series()
+        repeated = table.num_rows - int(first.sum())
+        devices = self.device
+        if repeated:
+            self.skipped[DUPLICATE] += repeated
+            table = table.filter(first.to_arrow())
+            devices = [str(d) for d in table.column("device").to_pylist()] if self.device else []
+        counts = Counter(devices)
+        if len(counts) > 1:  # rows of one device together, in their order (a stable sort)
+            table = table.take(pc.sort_indices(pa.array(devices, pa.string())))
         out, at = [], 0
         for device in sorted(counts):
             part = table.slice(at, counts[device])

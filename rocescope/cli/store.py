@@ -425,7 +425,7 @@ def _import_kind(
                         except DecodeError:
                             bad_msgs += 1
                     batches = importers.gnmic_batches(rows)
-                    note, why = importers.gnmic_note(rows), {NONNUMERIC: rows.nonnumeric}
+                    note, why = importers.gnmic_note(rows), {NONNUMERIC: rows.nonnumeric, **rows.skipped}
                     ship(batches, f"kafka {kafka_topic}", rows.malformed + bad_msgs, note, why)
                 for path in files:
                     d = digests[path]
@@ -446,7 +446,7 @@ def _import_kind(
                                 sent = publish(importers.gnmic_file_batches(blocks, device or "", rows))
                         except OSError as exc:
                             raise DecodeError(f"{path}: {exc}") from exc
-                        why = {NONNUMERIC: rows.nonnumeric}
+                        why = {NONNUMERIC: rows.nonnumeric, **rows.skipped}
                         ship([], str(path), rows.malformed, importers.gnmic_note(rows), why, sent)
                         landed[digests[path]] = (path, total - before)
                         continue
@@ -487,8 +487,9 @@ def _import_kind(
                         trace = monitor_rows(data.decode("utf-8", "replace"), name)
                         skipped = ", ".join(f"{n} {why}" for why, n in sorted(trace.skipped.items()))
                         note = f", skipped: {skipped}" if skipped else ""
-                        why = {NONNUMERIC: trace.rows.nonnumeric, **trace.skipped}
-                        ship(trace.rows.to_batches("switch", "import"), str(path), trace.rows.malformed, note, why)
+                        batches = trace.rows.to_batches("switch", "import")
+                        why = {NONNUMERIC: trace.rows.nonnumeric, **trace.skipped, **trace.rows.skipped}
+                        ship(batches, str(path), trace.rows.malformed, note, why)
                     elif kind is ImportKind.nccl_inspector:
                         from rocescope.collectors.nccl.parse import (
                             collectives_batches,

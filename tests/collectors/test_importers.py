@@ -219,3 +219,24 @@ def test_gnmic_kafka_topic(tmp_path: Path, broker: Broker) -> None:
     assert sql_rows(cfg, "SELECT metric, priority FROM counters WHERE device = 'leaf-r0-01' ORDER BY metric") == [
         '"queue_dropped_packets",3', '"queue_tx_packets",3'
     ]  # fmt: skip
+
+
+def test_a_capture_that_holds_its_events_twice_lands_them_once_and_counts_the_repeats(tmp_path: Path) -> None:
+    """gnmic writes a notification twice where two subscriptions cover one path, and captures get concatenated:
+    a repeat is the same series, time and value, landed once and counted as a duplicate, so counts add up."""
+    path = tmp_path / "twice.json"
+    path.write_text(GNMIC + "\n" + GNMIC)
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "gnmic", "--json", str(path)])
+    assert done.exit_code == 0, done.output
+    (only,) = json.loads(done.stdout.strip().splitlines()[-1])["files"]
+    (tmp_path / "once").mkdir()
+    once = store_config(tmp_path / "once")
+    alone = runner.invoke(
+        app, ["--config", once, "import", "--kind", "gnmic", "--json", str(FIX / "gnmic" / "srl_event.json")]
+    )
+    (first,) = json.loads(alone.stdout.strip().splitlines()[-1])["files"]
+    assert first["landed"] > 0 and "duplicates (the same series, time and value again)" not in first["skipped"]
+    assert only["skipped"]["duplicates (the same series, time and value again)"] == first["landed"]
+    assert only["landed"] == first["landed"]
+    assert sql_rows(cfg, "SELECT count() FROM counters") == [str(first["landed"])]
