@@ -212,6 +212,14 @@ METRICS: tuple[Metric, ...] = (
        "the ASIC has no pause timer and `pfc_stat_history` is on) counts each whole poll in which pause frames "
        "arrived or the queue stayed paused, so an upper bound at the watchdog's poll granularity.",
        per_priority=True, sonic_sai=("EST_PORT_STAT_PFC_{p}_RX_PAUSE_DURATION_US",)),
+    _m("pfc_rx_recent_pause_est_us", "us", "gauge",
+       "Length of the latest pause episode received on a priority, as SONiC's PFC watchdog estimated it "
+       "(`pfcstat --history`: Recent RX Pause Time US; at the watchdog's poll granularity).",
+       per_priority=True, sonic_sai=("EST_PORT_STAT_PFC_{p}_RECENT_PAUSE_TIME_US",)),
+    _m("pfc_rx_recent_pause_start_est_us", "us", "gauge",
+       "When the latest pause episode on a priority began, microseconds since the epoch (UTC), as SONiC's PFC "
+       "watchdog saw it (`pfcstat --history`: Recent RX Pause Timestamp).",
+       per_priority=True, sonic_sai=("EST_PORT_STAT_PFC_{p}_RECENT_PAUSE_TIMESTAMP",)),
     _m("pfc_rx_pause_transition", "events", "counter",
        "Pause episodes received on a priority (paused<->unpaused transitions, one per episode).",
        per_priority=True, mlx5=("rx_prio{p}_pause_transition",), bnxt=("pfc_pri{p}_rx_transitions",),

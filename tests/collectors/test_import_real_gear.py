@@ -9,6 +9,7 @@ ones, plain or wrapped as `sonic-db-dump -y` writes each key (`{type, value, ttl
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 from collections import Counter
 from pathlib import Path
@@ -403,8 +404,12 @@ def test_sonic_pfc_history_estimates_equal_pfcstat_and_stay_apart_from_hardware_
         """What pfcstat prints: the ASIC's counter where it has one, else the watchdog's estimate."""
         return got.get(("sw", port, prio, hardware), got.get(("sw", port, prio, estimate)))
 
-    for port, pfc, transitions, total_us, _recent_us, _when in expected:
+    for port, pfc, transitions, total_us, recent_us, when in expected:
         prio = int(pfc.removeprefix("PFC"))
+        # the latest episode: its length, and its start as pfcstat prints it (UTC, to the second)
+        assert got[("sw", port, prio, "pfc_rx_recent_pause_est_us")] == cli_number(recent_us)
+        start = dt.datetime.fromtimestamp(got[("sw", port, prio, "pfc_rx_recent_pause_start_est_us")] / 1e6, dt.UTC)
+        assert f"{start:%m/%d/%Y, %H:%M:%S}" == when
         assert shown(port, prio, "pfc_rx_pause_transition", "pfc_rx_pause_transition_est") == cli_number(transitions)
         assert shown(port, prio, "pfc_rx_pause_duration_us", "pfc_rx_pause_duration_est_us") == cli_number(total_us)
         assert ("sw", port, prio, "pfc_rx_pause_duration_est_us") in got  # these ports have no ASIC timer
