@@ -129,11 +129,16 @@ def gnmic_note(rows: CounterRows) -> str:
     return f", {rows.nonnumeric} non-numeric, {len(lldp_neighbors(rows))} LLDP neighbour(s) as links"
 
 
+#: why a value read is no counter row but cabling (openconfig-lldp neighbour state, SONiC's LLDP_ENTRY_TABLE)
+AS_LINKS = "LLDP fields (read as links)"
+
+
 def add_value(rows: CounterRows, ts: int, device: str, elems: Elems, value: object, target: str) -> None:
     """One value at a gNMI path, named through the gNMI collector's catalog mapping and read as it reads it
     (a word that is no value, or an unknown speed, is counted as non-numeric); LLDP neighbour state is kept as
     cabling (`lldp_neighbors`)."""
     if _lldp_leaf(rows, ts, device, elems, value):
+        rows.skipped[AS_LINKS] += 1
         return
     r = resolve_elems(elems, target)
     x = reading(r.metric, value, r.factor)

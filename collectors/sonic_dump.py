@@ -31,7 +31,7 @@ from rocescope.collectors.common.rows import CounterRows
 from rocescope.collectors.gnmi.decode import UNKNOWN_PREFIX
 from rocescope.collectors.gnmi.resolve import instance_device, resolve_elems
 from rocescope.collectors.gnmi.values import reading
-from rocescope.collectors.importers import Elems, add_value
+from rocescope.collectors.importers import AS_LINKS, Elems, add_value
 from rocescope.collectors.lldp.parse import Neighbor
 from rocescope.collectors.lldp.parse import peer_port as _peer_port
 from rocescope.errors import DecodeError
@@ -152,11 +152,10 @@ def _values(entry: object) -> int:
 
 
 #: why a dump's values are read and not landed as counters (`CounterRows.skipped`: landed + these = the dump's)
-NAME_MAP, NOT_READ, NOT_HASH, AS_LINKS = (
+NAME_MAP, NOT_READ, NOT_HASH = (
     "oid map entries (names, types, indexes: no values)",
     "tables not read",
     "not a hash (a string or a set)",
-    "LLDP fields (read as links)",
 )
 UNNAMED, NOT_PORT, SUPERSEDED, BROKEN = (
     "objects without a name map",

@@ -373,6 +373,16 @@ def test_gnmic_lldp_neighbour_state_lands_as_links_not_as_non_numeric(tmp_path: 
     done = runner.invoke(app, ["--config", cfg, "import", "--kind", "gnmic", str(events)])
     assert done.exit_code == 0, done.output
     assert "2 LLDP neighbour(s) as links" in done.output
+    # every value of the capture is accounted for: landed as a counter, read as cabling, or skipped with its reason
+    (tmp_path / "json").mkdir()
+    other = store_config(tmp_path / "json")
+    again = runner.invoke(app, ["--config", other, "import", "--kind", "gnmic", "--json", str(events)])
+    assert again.exit_code == 0, again.output
+    (only,) = json.loads(again.stdout.strip().splitlines()[-1])["files"]
+    (counters,) = (int(n) for n in sql_rows(other, "SELECT count() FROM counters"))
+    values = sum(len(e["values"]) for e in lldp_events())
+    assert only["skipped"]["LLDP fields (read as links)"] >= 6
+    assert counters + sum(only["skipped"].values()) == values
     got = sql_rows(cfg, "SELECT device, port, peer_device, peer_port, source FROM links ORDER BY port")
     assert got == [
         '"leaf1","Ethernet1/1","gpu-01","eth0","gnmi"',
