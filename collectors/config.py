@@ -6,7 +6,7 @@ validates it, so `rocescope.config` needs no collector and the CLI still refuses
 
 from __future__ import annotations
 
-from pydantic import ValidationError
+from pydantic import Field, ValidationError
 
 from rocescope.collectors.common.config import Strict
 from rocescope.collectors.ebpf.config import EbpfSection
@@ -34,6 +34,10 @@ class CollectorsConfig(Strict):
     lldp: LldpSection = LldpSection()
     jobs: JobsSection = JobsSection()
     nccl: NcclSection = NcclSection()
+    #: where a running `collect <x>` serves its own metrics (`rocescope_<x>_values_total{outcome,reason}`, polls,
+    #: failures, target_up...) for Prometheus; one collector per process, so one port each (0: not served)
+    metrics_host: str = "127.0.0.1"
+    metrics_port: int = Field(0, ge=0, le=65535)
 
     @classmethod
     def of(cls, settings: Settings) -> CollectorsConfig:

@@ -17,6 +17,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from rocescope.collectors.common.health import CollectorMetrics
 from rocescope.collectors.pcap.fast import batches, decode_pcap
 from rocescope.collectors.pcap.framing import UnsupportedCapture
 from rocescope.collectors.pcap.tshark import PacketSource, PcapFile, decode_packet
@@ -56,6 +57,8 @@ class PcapCollector:
     fast_files: bool = True  # pcap/pcapng files take the numpy path (fast.py); other formats stay on tshark
     #: capture interface (pcapng if_name) -> capture point, for captures of several ports (fast path)
     interface_points: Mapping[str, str] = field(default_factory=dict)
+    #: `rocescope_pcap_*`: per capture point, packets landed and frames skipped by reason, malformed frames
+    metrics: CollectorMetrics = field(default_factory=lambda: CollectorMetrics("pcap"))
 
     def rows(self, source: PacketSource) -> Iterator[dict[str, Any]]:
         for packet in source.packets():
@@ -74,7 +77,17 @@ class PcapCollector:
             log.error("%s: capture ended early, %s; the packets before it are kept", self.capture_point, source.error)
 
     def collect(self, source: PacketSource, batch_rows: int = 10_000) -> Iterator[Batch]:
-        """Batches of at most `batch_rows` packets, keyed by capture point."""
+        """Batches of at most `batch_rows` packets, keyed by capture point; once the source is read, what became
+        of its frames is counted in `metrics` (`values_total{outcome,reason}`, `malformed`)."""
+        skipped, malformed, landed = Counter(self.skipped), self.malformed, 0
+        for batch in self._collect(source, batch_rows):
+            landed += batch.num_rows
+            yield batch
+        self.metrics.count_values(self.capture_point, landed, skipped=self.skipped - skipped)
+        if self.malformed > malformed:
+            self.metrics.malformed.labels(self.capture_point).inc(self.malformed - malformed)
+
+    def _collect(self, source: PacketSource, batch_rows: int) -> Iterator[Batch]:
         if self.fast_files and isinstance(source, PcapFile):
             fast = self._collect_file(source, batch_rows)
             if fast is not None:

@@ -28,6 +28,7 @@ from rocescope.cli.common import (
     pick,
     print_health,
     run_until_stopped,
+    serve_own_metrics,
     show_batches,
 )
 from rocescope.errors import ConfigError, RocescopeError
@@ -68,6 +69,7 @@ def collect_nic(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = NicCollector(host, name, producer)
+                serve_own_metrics(settings, collector.metrics)
                 polls = collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
@@ -122,6 +124,7 @@ def collect_ebpf(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = EbpfCollector(name, producer, interfaces=interfaces)
+                serve_own_metrics(settings, collector.metrics)
                 with collector:
                     polls = collector.run(period, run_until_stopped(seconds))
     except RocescopeError as exc:
@@ -201,6 +204,7 @@ def collect_pcap(
             producer = None
             if not once:
                 producer, sink_metrics = stack.enter_context(publishing(settings, guard=True))
+                serve_own_metrics(settings, collector.metrics)
 
             def ship(batch: Batch) -> None:
                 nonlocal total
@@ -328,6 +332,7 @@ def collect_jobs(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = JobsCollector(sources, inv, producer)
+                serve_own_metrics(settings, collector.metrics)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
@@ -374,6 +379,7 @@ def collect_nccl(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = NcclCollector(folder, producer, state_file=pick(state_file, cfg.state_file))
+                serve_own_metrics(settings, collector.metrics)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
@@ -405,6 +411,7 @@ def collect_nccl_otlp(
             except OSError as exc:
                 raise ConfigError(f"cannot listen on {listen}: {exc}") from exc
             err_console.print(f"receiving OTLP/HTTP on http://{host}:{receiver.port}/v1/metrics", highlight=False)
+            serve_own_metrics(settings, receiver.metrics)
             receiver.serve(run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None

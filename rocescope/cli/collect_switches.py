@@ -23,6 +23,7 @@ from rocescope.cli.common import (
     pick,
     print_health,
     run_until_stopped,
+    serve_own_metrics,
     show_batches,
 )
 from rocescope.errors import ConfigError, RocescopeError
@@ -78,6 +79,7 @@ def collect_snmp(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = SnmpCollector(devices, producer)
+                serve_own_metrics(settings, collector.metrics)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
@@ -124,6 +126,7 @@ def collect_gnmi(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = GnmiCollector(devices, producer)
+                serve_own_metrics(settings, collector.metrics)
                 collector.run(run_until_stopped(seconds))
     except RocescopeError as exc:
         raise fail(exc) from None
@@ -205,6 +208,7 @@ def collect_lldp(
         else:
             with publishing(settings, guard=True) as (producer, _):
                 collector = LldpCollector(sources, producer)
+                serve_own_metrics(settings, collector.metrics)
                 collector.run(pick(interval, cfg.interval_s), run_until_stopped(seconds))
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None

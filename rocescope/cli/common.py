@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 import typer
 from rich.console import Console
 
-from rocescope.errors import RocescopeError
+from rocescope.errors import ConfigError, RocescopeError
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
     from rocescope.collectors.config import CollectorsConfig
     from rocescope.config import Settings
     from rocescope.pipeline.batch import Batch
+    from rocescope.pipeline.metrics import SelfMetrics
     from rocescope.pipeline.store import Store
 
 T = TypeVar("T")
@@ -67,6 +68,19 @@ def collectors_config(settings: Settings) -> CollectorsConfig:
     from rocescope.collectors.config import CollectorsConfig
 
     return CollectorsConfig.of(settings)
+
+
+def serve_own_metrics(settings: Settings, metrics: SelfMetrics) -> None:
+    """Serve a running collector's own metrics where `collectors.metrics_port` says (0: not served), as
+    node_exporter or Telegraf expose theirs: a collector that lands nothing shows why there."""
+    cfg = collectors_config(settings)
+    if not cfg.metrics_port:
+        return
+    try:
+        metrics.serve(cfg.metrics_host, cfg.metrics_port)
+    except OSError as exc:
+        raise ConfigError(f"collectors.metrics_port {cfg.metrics_port}: {exc}") from exc
+    err_console.print(f"own metrics at http://{cfg.metrics_host}:{cfg.metrics_port}/metrics", highlight=False)
 
 
 def fail(exc: RocescopeError) -> typer.Exit:

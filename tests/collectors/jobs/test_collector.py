@@ -81,3 +81,38 @@ def test_cli_sources_from_the_config_and_flags_replace_them(
     result = runner.invoke(app, ["--config", str(cfg), "collect", "jobs", "--once", "--static", str(static)])
     assert result.exit_code == 0, result.output
     assert "kubectl" not in result.output and "llama" in result.output  # a source flag replaces the config's
+
+
+def test_a_running_collector_serves_its_own_metrics(tmp_path: Path, pods: dict[str, Any]) -> None:
+    """`collectors.metrics_port`: a running `collect <x>` serves `rocescope_<x>_*` (polls, target_up,
+    values_total{outcome,reason}) for Prometheus, as node_exporter serves its scrape errors."""
+    import os
+    import socket
+    import subprocess
+    import sys
+    import time
+    import urllib.request
+
+    kubectl = tmp_path / "pods.json"
+    kubectl.write_text(json.dumps(pods))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    cfg = tmp_path / "rocescope.yaml"
+    cfg.write_text(f"store:\n  path: {tmp_path / 'data'}\ncollectors:\n  metrics_port: {port}\n")
+    args = ["--config", str(cfg), "collect", "jobs", "--pods", str(kubectl), "--interval", "0.5", "--seconds", "20"]
+    proc = subprocess.Popen([sys.executable, "-m", "rocescope.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, env={**os.environ})  # fmt: skip
+    body, deadline = "", time.monotonic() + 20
+    try:
+        while time.monotonic() < deadline and 'rocescope_jobs_target_up{target="kubectl"} 1.0' not in body:
+            time.sleep(0.3)
+            try:
+                body = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=2).read().decode()
+            except OSError:
+                continue
+    finally:
+        proc.terminate()
+        out = proc.communicate(timeout=30)[0].decode()
+    assert 'rocescope_jobs_target_up{target="kubectl"} 1.0' in body, out
+    assert "rocescope_jobs_polls_total" in body

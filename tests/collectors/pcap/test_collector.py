@@ -139,3 +139,15 @@ def test_import_of_a_capture_accounts_for_every_frame(tmp_path: Path) -> None:
     assert done["landed"] == 1
     assert done["skipped"] == {"malformed": 0, "RoCEv1 or native InfiniBand (no UDP/IP)": 2}
     assert done["landed"] + sum(done["skipped"].values()) == 3  # tshark counts 3 frames in the file
+
+
+def test_what_became_of_a_captures_frames_is_in_the_collectors_own_metrics() -> None:
+    """`rocescope_pcap_values_total{outcome,reason}`, as every collector counts its values: the CNP landed, the
+    two RoCE v1 frames skipped with their reason."""
+    _, collector, _ = _collect(PCAPS / "scapy_realpkts_cnp_cx4lx_and_rocev1.pcap")
+    m = collector.metrics
+    assert m.value("rocescope_pcap_values_total", target="gpu-001/eth0", outcome="landed") == 1
+    skipped = m.value(
+        "rocescope_pcap_values_total", outcome="skipped", reason="RoCEv1 or native InfiniBand (no UDP/IP)"
+    )
+    assert skipped == 2
