@@ -24,6 +24,10 @@ from rocescope.collectors.snmp.objects import OBJECTS, VENDOR, Oid, SnmpObject
 
 __all__ = ["UNKNOWN_PREFIX", "ColumnIndex", "SnmpRows", "names_from", "normalize"]
 
+#: Why a walked value is no row: an object that is no polled column (names such as ifName and sysName, read apart)
+NOT_A_COLUMN = "not a counter column (names such as ifName, sysName: read apart)"
+#: ... or an ifOperStatus of unknown(4), as the NIC collector's `unknown` operstate gives no row
+STATUS_UNKNOWN = "status unknown(4)"
 #: Metric of an object the catalog does not know: `raw:<name>` (the NIC collector's convention).
 UNKNOWN_PREFIX = "raw:"
 #: IF-MIB status enums as 1/0: up(1) is 1, anything else 0; ifOperStatus unknown(4) gives no row, like the NIC
@@ -103,6 +107,7 @@ def normalize(
     for oid, value in rows:
         col = index.column(oid)
         if col is None:
+            counters.skipped[NOT_A_COLUMN] += 1
             continue
         obj = col.obj
         seen[obj.name] = seen.get(obj.name, 0) + 1
@@ -123,6 +128,7 @@ def normalize(
         no_row = _STATUS.get(obj.name)
         if no_row is not None:
             if value in no_row:
+                counters.skipped[STATUS_UNKNOWN] += 1
                 continue
             number = 1.0 if value == _STATUS_UP else 0.0
         else:

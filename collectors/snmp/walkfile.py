@@ -42,6 +42,8 @@ class Walk(SnmprecData):
 
     unknown_names: int = 0
     no_value: int = 0
+    unread_types: int = 0  # values of a type no object is read as (Opaque, a bare OID string...)
+    repeated: int = 0  # an OID the walk already gave (two walks concatenated): the later value kept
 
 
 def _oid(text: str) -> Oid | None:
@@ -110,7 +112,10 @@ def parse_walk(text: str) -> Walk:
                 walk.unknown_names += 1
                 continue
             value = _value(rest)
-            if value is not None:
+            if value is None:
+                walk.unread_types += 1
+            else:
+                walk.repeated += oid in rows
                 rows[oid] = value
                 if rest.startswith("Hex-STRING:"):
                     last = (oid, rest.partition(":")[2].strip())

@@ -364,7 +364,7 @@ def _import_kind(
     from rocescope.collectors import importers, sonic_dump
     from rocescope.collectors.common.health import NONNUMERIC
     from rocescope.collectors.common.json_text import load_json
-    from rocescope.collectors.common.rows import CounterRows
+    from rocescope.collectors.common.rows import DUPLICATE, CounterRows
     from rocescope.collectors.jobs.placement import Inventory, endpoints_batch, parse_pods
     from rocescope.collectors.lldp.collector import links_batch
     from rocescope.collectors.lldp.parse import parse_lldpcli
@@ -517,7 +517,8 @@ def _import_kind(
                         walked = walk_rows(walk, int(when.timestamp() * 1e9))
                         host = device or device_name(walk) or name
                         why = {NONNUMERIC: walked.nonnumeric, "objects not read": walk.unknown_names,
-                               "no value": walk.no_value}  # fmt: skip
+                               "no value": walk.no_value, "value type not read": walk.unread_types,
+                               DUPLICATE: walk.repeated, **walked.skipped}  # fmt: skip
                         ship([walked.to_batch(host, "switch", "import")] if len(walked) else [], str(path),
                              walked.malformed, f" (device {host})", why)  # fmt: skip
                     elif kind is ImportKind.pcap:

@@ -582,3 +582,16 @@ def test_a_sonic_dump_import_accounts_for_every_value(tmp_path: Path, path: Path
     (counters,) = (int(n) for n in sql_rows(cfg, "SELECT count() FROM counters"))  # `landed` adds cabling rows
     assert 0 < counters <= only["landed"]
     assert counters + sum(only["skipped"].values()) == _dump_values(load(path))
+
+
+def test_an_snmp_walk_import_accounts_for_every_line(tmp_path: Path) -> None:
+    """`import --kind snmp --json` of a real switch's `snmpwalk`: each line (one value) is landed (under a catalog
+    name or raw), or counted by why not (objects not read, names read apart, non-numeric), adding up to the walk."""
+    path = FIX / "snmp" / "zyxel_xgs1210_snmpwalk.txt"
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "snmp", "--json", str(path)])
+    assert done.exit_code == 0, done.output
+    (only,) = json.loads(done.stdout.strip().splitlines()[-1])["files"]
+    assert only["skipped"]["not a counter column (names such as ifName, sysName: read apart)"] > 0
+    assert only["landed"] + sum(only["skipped"].values()) == len(lines)
