@@ -184,6 +184,7 @@ class Frames(TopologyReads):
         self._moved: dict[str, bool] | None = None  # metric -> whether a series of it moved (`_scan`)
         self._resent: dict[str, tuple[float, float]] | None = None
         self._may_resend: set[str] = set()  # metrics with a refresh group that may re-send (`_scan`)
+        self._reporting: dict[str, set[str]] = {}  # metric -> devices with samples of it in the window (`_scan`)
 
     def _scan(self) -> None:
         """One scan of the window's samples (from the look-back on), once: which metrics have samples and which of
@@ -199,11 +200,12 @@ class Frames(TopologyReads):
 SELECT toString(metric) AS metric, max(moved) AS moved,
     groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi,
     max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once,
-    max(may_resend) AS may_resend
+    max(may_resend) AS may_resend,
+    groupUniqArrayIf(toString(device), last_ts >= {{start:DateTime64(9, 'UTC')}}) AS devices
 FROM (
     SELECT *, {may_resend_sql()} AS may_resend FROM (
         SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
-            dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s,
+            dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, max(ts) AS last_ts,
             count() OVER (PARTITION BY {SERIES}) AS sources, uniqExact(value) - 1 AS changes
         FROM counters
         WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
@@ -222,6 +224,7 @@ FROM (
             self._scan()
             return
         self._moved = {str(r["metric"]): bool(r["moved"]) for r in rows}
+        self._reporting = {str(r["metric"]): {str(d) for d in r["devices"] or ()} for r in rows}
         self._may_resend = {str(r["metric"]) for r in rows if r["may_resend"]} - set(LINK_EVENT_COUNTERS)
         best: dict[tuple[Any, ...], tuple[int, str]] = {}
         multi = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]
@@ -551,13 +554,8 @@ ORDER BY device, port, priority, metric, bucket"""  # noqa: S608 - placeholders 
         return _plain(summed.sort("device", "port", "metric", "bucket"), BUCKETS_SCHEMA, "port_buckets")
 
     def reporting(self, metric: str) -> set[str]:
-        """Devices with samples of `metric` in the window (from the 1-minute rollup): which evidence exists at all
-        (Broadcom switches report pause frames but no pause duration)."""
-        sql = """
-SELECT DISTINCT toString(device) AS device FROM counters_1m
-WHERE minute >= toStartOfMinute({start:DateTime64(9, 'UTC')}) AND minute < {end:DateTime64(9, 'UTC')}
-    AND metric = {metric:String}"""
-        if not self.present([metric]):
-            return set()
-        frame = self._query(("reporting", metric), sql, {**self._params(()), "metric": metric})
-        return set(frame["device"].cast(pl.String).to_list()) if frame.height else set()
+        """Devices with samples of `metric` in the window: which evidence exists at all (Broadcom switches report
+        pause frames but no pause duration). From the window's one scan of the raw samples (`_scan`), never from a
+        rollup (whose retention and sort order are another table's: a query per metric scanned all of it)."""
+        self._scan()
+        return set(self._reporting.get(metric, ()))
