@@ -9,7 +9,9 @@ NIC, or its connections seen crossing there: `evidence.job_paths`) before one it
 one that leaves the job's traffic less of its path (a deadlock, a storm or a link down, then an incast, lost CNPs,
 an imbalance or a failing optic, microbursts), then the one naming fewer jobs. While the stronger claim lasts, the
 job's loss is that finding's only; of equal claims the one that began first (two findings of one incident: the
-earlier) counts it, so a job's losses summed over findings never count one moment twice.
+earlier) counts it, so a job's losses summed over findings never count one moment twice. One claim is partial: a
+straggler found during a fabric finding (`SHARE`, `DURING`) takes its own share of the job's loss while that finding
+lasts, and leaves the finding the rest.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import polars as pl
 
 from rocescope.analysis.findings import Finding
 
-__all__ = ["AMPLIFIERS", "SLOWDOWN", "Span", "claimed_spans", "overlapping", "uncarved"]
+__all__ = ["AMPLIFIERS", "DURING", "SHARE", "SLOWDOWN", "Carve", "Span", "claimed_spans", "overlapping", "uncarved"]
 
 Span = tuple[dt.datetime, dt.datetime]
 #: A job's own slowdown that no other finding explains (`rocescope.analysis.detectors.unexplained_slowdown`).
@@ -65,9 +67,26 @@ def _overlaps(rows: pl.DataFrame, spans: Mapping[tuple[Any, ...], Iterable[Span]
     return hit["overlaps"]
 
 
-def uncarved(during: pl.DataFrame, carved: Mapping[tuple[int, str], Sequence[Span]]) -> pl.DataFrame:
-    """`during` without each target's (fid, job) rows that overlap a span carved from it."""
-    return during.filter(~_overlaps(during, carved, ["fid", "job_id"]))
+#: A span of a stronger claim and the share of the loss there the weaker target keeps (0: none of it; a straggler
+#: during a fabric finding takes only its own share, `SHARE`, and leaves the rest)
+Carve = tuple[dt.datetime, dt.datetime, float]
+#: The evidence key of a slowdown that claims only a share of the loss while the findings it names (`DURING`) last
+SHARE, DURING = "own_share", "during"
+
+
+def uncarved(during: pl.DataFrame, carved: Mapping[tuple[int, str], Sequence[Carve]]) -> pl.DataFrame:
+    """`during` with each target's (fid, job) rows that overlap a span carved from it left out, or, where the span
+    leaves it a share, weighed by that share (`weight`)."""
+    keeps = sorted({keep for spans in carved.values() for _, _, keep in spans})
+    out = during
+    for keep in keeps:
+        spans = {key: [(a, b) for a, b, k in sp if k == keep] for key, sp in carved.items()}
+        hit = _overlaps(out, spans, ["fid", "job_id"])
+        if keep <= 0:
+            out = out.filter(~hit)
+        else:
+            out = out.with_columns(weight=pl.when(hit).then(pl.col("weight") * keep).otherwise(pl.col("weight")))
+    return out
 
 
 #: How directly a finding's ports are known to carry a job (`evidence.job_paths`, `Fabric.path_evidence`): on the
@@ -98,16 +117,33 @@ def _claim(f: Finding, job: str) -> tuple[bool, bool, bool, int, int, int]:
     return (own, f.kind not in AMPLIFIERS, named, path, kind, -len(f.job_ids or ()))
 
 
-def claimed_spans(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Span]]:
+def _share(g: Finding, f: Finding) -> float | None:
+    """The share of a job's loss `g` claims while `f` lasts, where `g` is a straggler found during `f` (a fabric
+    finding that slowed the job too: `DURING`); None where `g` claims all of it."""
+    share = g.evidence.get(SHARE)
+    if g.kind != SLOWDOWN or not isinstance(share, int | float):
+        return None
+    during = {(str(d.get("kind")), str(d.get("start"))) for d in g.evidence.get(DURING) or () if isinstance(d, dict)}
+    return float(share) if (f.kind, f.start.isoformat()) in during else None
+
+
+def claimed_spans(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict[tuple[int, str], list[Carve]]:
     """(finding, job) -> the spans of overlapping findings that claim the job more directly (see the module
-    docstring): while they last, the job's loss is theirs."""
-    out: dict[tuple[int, str], list[Span]] = {}
+    docstring), with the share of the loss the finding keeps there: none, while they last, except beside a
+    straggler found during a fabric finding, which takes its own share and leaves the fabric finding the rest."""
+    out: dict[tuple[int, str], list[Carve]] = {}
     for i, f in enumerate(findings):
         for k, g in enumerate(findings):
             if k == i or g.start > f.end or g.end < f.start:
                 continue
             for job in jobs[i] & jobs[k]:
                 stronger, mine = _claim(g, job), _claim(f, job)
-                if stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
-                    out.setdefault((i, job), []).append((g.start, g.end))
+                share = _share(g, f)
+                if share is not None:  # g, a straggler during f: g takes its share there, f keeps the rest
+                    out.setdefault((i, job), []).append((g.start, g.end, 1.0 - share))
+                    out.setdefault((k, job), []).append((f.start, f.end, share))
+                elif _share(f, g) is not None:
+                    continue  # the pair is carved from f's side above
+                elif stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
+                    out.setdefault((i, job), []).append((g.start, g.end, 0.0))
     return out

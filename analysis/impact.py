@@ -56,7 +56,7 @@ from typing import Any
 
 import polars as pl
 
-from rocescope.analysis.claims import AMPLIFIERS, SLOWDOWN, Span, claimed_spans, overlapping, uncarved
+from rocescope.analysis.claims import AMPLIFIERS, SLOWDOWN, Carve, claimed_spans, overlapping, uncarved
 from rocescope.analysis.fabric import Fabric, split_ref
 from rocescope.analysis.findings import Finding
 
@@ -152,13 +152,14 @@ def measure(
     targets: pl.DataFrame,
     excluded: Sequence[tuple[dt.datetime, dt.datetime]],
     p: ImpactParams,
-    carved: Mapping[tuple[int, str], Sequence[Span]] | None = None,
+    carved: Mapping[tuple[int, str], Sequence[Carve]] | None = None,
 ) -> pl.DataFrame:
     """Per target (`fid`, `job_id`, `start`, `end`, `placed_until`): the job's operations that ran during
     [start, end] against their baseline (`usable` rows; `excluded`: spans kept out of every baseline), and its
     stalled ranks' silence (`_silences`). Columns: fid, job_id,
     gpu_seconds_lost, exec_inflation, busbw_drop, collectives, ranks, baseline_exec_us, exec_us,
-    baseline_gpu_seconds. `carved`: (fid, job) -> spans whose operations that target does not count."""
+    baseline_gpu_seconds. `carved`: (fid, job) -> spans whose operations that target counts only the given share of
+    (none, mostly: `claims.claimed_spans`)."""
     empty = pl.DataFrame(
         schema={
             "fid": pl.Int64,

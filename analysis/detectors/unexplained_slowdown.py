@@ -31,6 +31,14 @@ reaches `straggler_share`: with traces, its extra lateness over the latest rank'
 least `min_lateness_share` of the job's median extra time (less than all of it where a record sums several
 collectives, each delayed); else how much less than the job's median extra time it waited, over that. Its
 NIC comes from the job's placement on its host (`rocescope.analysis.placements.rank_nic`).
+
+A straggler during a fabric incident: a spell an earlier finding explains is still a finding where the event
+traces name a rank that issues late (congestion slows every rank's data and makes none issue late), with its own
+share of the spell's extra time (`own_share`: in each collective every other rank waits as long as the straggler
+issued it later than it usually does, of what all ranks took beyond their baselines) and the findings it ran
+`during`: impact gives it that share of the job's loss while they overlap and the fabric finding the rest
+(`rocescope.analysis.claims`). Without traces no straggler is told there: the rank that waited least may be one
+the congestion spared (an all-to-all's rank whose transfers missed the congested port).
 """
 
 from __future__ import annotations
@@ -40,6 +48,7 @@ from typing import Any
 
 import polars as pl
 
+from rocescope.analysis.claims import DURING, SHARE
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
@@ -265,16 +274,10 @@ def _explained(
     ]
 
 
-def _scores(
-    rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, p: SlowdownParams
-) -> tuple[pl.DataFrame, str, float]:
-    """Per rank of one job: its straggler score (see the module docstring), the method and the job's median
-    extra time per operation (us)."""
-    during = rows.filter(pl.col("ts").is_between(start, end))
-    job_excess = float(during.select((pl.col("exec_time_us") - pl.col("base")).median()).item() or 0.0)
-    if job_excess <= 0 or during.select(pl.struct(RANK).n_unique()).item() < 2:
-        return pl.DataFrame(), "none", job_excess
-    traced = (
+def _lateness(rows: pl.DataFrame) -> pl.DataFrame:
+    """The traced rows (Inspector's `event_trace_ts`) with `lateness_us`: how long after the first rank of its
+    communicator each rank issued the same collective."""
+    return (
         rows.filter(pl.col("start_ts").dt.epoch("us") > 0, pl.col("sequence") >= 0)
         .with_columns(
             lateness_us=(pl.col("start_ts") - pl.col("start_ts").min().over("communicator", "collective", "sequence"))
@@ -284,6 +287,18 @@ def _scores(
         )
         .filter(pl.col("_ranks") >= 2)
     )
+
+
+def _scores(
+    rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, p: SlowdownParams
+) -> tuple[pl.DataFrame, str, float]:
+    """Per rank of one job: its straggler score (see the module docstring), the method and the job's median
+    extra time per operation (us)."""
+    during = rows.filter(pl.col("ts").is_between(start, end))
+    job_excess = float(during.select((pl.col("exec_time_us") - pl.col("base")).median()).item() or 0.0)
+    if job_excess <= 0 or during.select(pl.struct(RANK).n_unique()).item() < 2:
+        return pl.DataFrame(), "none", job_excess
+    traced = _lateness(rows)
     if not traced.is_empty():
         now = traced.filter(pl.col("ts").is_between(start, end))
         late = now.group_by(RANK).agg(late=pl.col("lateness_us").median())
@@ -358,35 +373,85 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
         mine = _records(judged, p).filter(pl.col("job_id") == job)
         start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
         seconds = (end - start).total_seconds()
-        if seconds < p.min_seconds - 1e-6 or _explained(ctx, p, job, start, end, slack, onset):
+        if seconds < p.min_seconds - 1e-6:
             continue
+        causes = _explained(ctx, p, job, start, end, slack, onset)
         scored, method, job_excess = _scores(mine, start, end, p)
+        # a fabric finding explains the spell unless the event traces show a rank issuing late: congestion slows
+        # every rank's data alike and never makes one issue late, so that lateness is a straggler's own share
+        # (without traces, the rank that waited least may be one the congestion spared: no straggler is told)
+        if causes and method != "event_trace":
+            continue
         named = _stragglers(ctx, p, job, scored, mine)
+        if causes and not named:
+            continue
         hosts = sorted(set(mine["host"].to_list()))
+        evidence: dict[str, Any] = {
+            "job": job,
+            "inflation": row["inflation"],
+            "busbw_drop": None if row["busbw"] is None else 1 - row["busbw"],
+            "excess_us_per_collective": job_excess,
+            "straggler_method": method,
+            "stragglers": named,
+            "job_hosts": len(hosts),
+        }
+        summary = _summary(job, row, seconds, named, method)
+        gpu_seconds = max(0.0, float(row["gpu_seconds"]))
+        if causes:
+            share = _own_share(mine, start, end, named[0])
+            evidence[SHARE] = share
+            evidence[DURING] = [
+                {"kind": f.kind, "start": f.start.isoformat(), "end": f.end.isoformat()} for f in causes
+            ]
+            kinds = " and ".join(sorted({f.kind.replace("_", " ") for f in causes}))
+            summary = _during(job, row, seconds, named, kinds, share)
+            gpu_seconds *= share
         findings.append(
             Finding(
                 kind=KIND,
-                severity="critical" if row["inflation"] >= p.critical_inflation else "warning",
+                severity="critical" if row["inflation"] >= p.critical_inflation and not causes else "warning",
                 start=start,
                 end=end,
                 devices=tuple(dict.fromkeys(s["host"] for s in named)),
                 ports=tuple(dict.fromkeys(f"{s['host']}:{s['nic']}" for s in named if s["nic"])),
                 priority=-1,
-                score=max(0.0, float(row["gpu_seconds"])),
-                summary=_summary(job, row, seconds, named, method),
-                evidence={
-                    "job": job,
-                    "inflation": row["inflation"],
-                    "busbw_drop": None if row["busbw"] is None else 1 - row["busbw"],
-                    "excess_us_per_collective": job_excess,
-                    "straggler_method": method,
-                    "stragglers": named,
-                    "job_hosts": len(hosts),
-                },
+                score=gpu_seconds,
+                summary=summary,
+                evidence=evidence,
                 job_ids=(job,),
             )
         )
     return findings
+
+
+def _own_share(rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, straggler: dict[str, Any]) -> float:
+    """The share of the job's extra time over the spell a straggler's late arrival accounts for, while a fabric
+    finding slows the job too: in each collective every other rank of its communicator waits as long as the
+    straggler issued it later than it usually does; of what all ranks' collectives took beyond their baselines."""
+    during = rows.filter(pl.col("ts").is_between(start, end))
+    excess = (pl.col("exec_time_us") - pl.col("base")).clip(lower_bound=0.0) * pl.col("weight")
+    total = float(during.select(excess.sum()).item() or 0.0)
+    mine = _lateness(rows).filter(
+        pl.col("host") == straggler["host"], pl.col("pid") == straggler["pid"], pl.col("rank") == straggler["rank"],
+        pl.col("communicator") == straggler["communicator"],
+    )  # fmt: skip
+    usual = mine.filter(~pl.col("slow_bucket"))["lateness_us"].median()
+    late = mine.filter(pl.col("ts").is_between(start, end)).with_columns(
+        extra=(pl.col("lateness_us") - (float(usual) if isinstance(usual, int | float) else 0.0)).clip(lower_bound=0.0)
+    )
+    waited = float((late["extra"] * (late["_ranks"] - 1) * late["weight"]).sum()) if late.height else 0.0
+    return min(1.0, waited / total) if total > 0 else 0.0
+
+
+def _during(
+    job: str, row: dict[str, Any], seconds: float, named: list[dict[str, Any]], kinds: str, share: float
+) -> str:
+    who = ", ".join(f"rank {s['rank']} on {s['host']}" + (f" ({s['nic']})" if s["nic"] else "") for s in named)
+    return (
+        f"straggler during {kinds}: {job}'s collectives ran {row['inflation']:.2f}x their baseline for {seconds:.0f} s "
+        f"while {kinds} slowed it; {who} issues its collectives last, by the event traces, which accounts for "
+        f"{share:.0%} of the job's extra time (the rest is the {kinds}'s)"
+    )
 
 
 DETECTOR = Detector("unexplained_slowdown", "1", (KIND,), SlowdownParams, detect)
