@@ -155,7 +155,9 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
     topo = Topology(fabric)
     draw = _Drawer(rng, topo, place(topo, jobs, seed), template.duration)
     fan_ins = [inc for inc in template.incidents if isinstance(inc, Incast | Microburst)]
-    drawn_fan_ins = {id(inc): draw.fan_in(inc) for inc in fan_ins}
+    # a straggler drawn during the fan-in needs the receiver to be a rank of a job (the job both slow)
+    in_job = any(isinstance(inc, Straggler) and inc.during_fan_in for inc in template.incidents)
+    drawn_fan_ins = {id(inc): draw.fan_in(inc, receiver_in_job=in_job) for inc in fan_ins}
     rides_on = next(iter(drawn_fan_ins.values()), None)  # the fan-in a CNP-losing sender or a PFC-less port is on
     incidents = [
         drawn_fan_ins[id(inc)] if id(inc) in drawn_fan_ins else draw.incident(inc, rides_on)
@@ -278,12 +280,13 @@ class _Drawer:
         start = round(self.rng.uniform(_LEAD_S, self.duration - _TAIL_S - span), 1)
         return start, (None if template_end is None else round(start + span, 1))
 
-    def fan_in(self, inc: Incast | Microburst) -> Incast | Microburst:
+    def fan_in(self, inc: Incast | Microburst, receiver_in_job: bool = False) -> Incast | Microburst:
         rail = int(self.rng.integers(self.topo.spec.rails))
         if inc.owner is not None:  # the owner's checkpoint writes: its senders and rail stay the template's
             receiver, rail, senders = inc.receiver, inc.rail, inc.senders
         else:
-            receiver = str(self.rng.choice(self.hosts))
+            ranks = sorted({h for j in self.jobs for h in j.hosts})
+            receiver = str(self.rng.choice(ranks if receiver_in_job and ranks else self.hosts))
             # traffic outside the job inventory (storage servers) comes from hosts no job runs on, where there are
             others = [h for h in (self.hosts if inc.placed else self.free) if h != receiver]
             others = others if len(others) >= 2 else [h for h in self.hosts if h != receiver]
@@ -346,6 +349,8 @@ class _Drawer:
             return inc.model_copy(
                 update={"device": port.device, "port": port.name, "error_rate": rate, "start": start, "end": end}
             )
+        if isinstance(inc, Straggler) and inc.during_fan_in and isinstance(fan_in, Incast) and fan_in.end is not None:
+            return self._straggler_during(inc, fan_in)
         if isinstance(inc, Straggler):
             job = self.jobs[int(rng.integers(len(self.jobs)))]
             start, end = self.window(R.fault_s, inc.end)
@@ -359,6 +364,19 @@ class _Drawer:
             start, _ = self.window(R.fault_s, None)
             return inc.model_copy(update={"function": str(rng.choice(HASH_FUNCTIONS)), "start": start})
         return inc
+
+    def _straggler_during(self, inc: Straggler, fan_in: Incast) -> Straggler:
+        """A slow GPU of the fan-in's receiver's job that begins while the fan-in lasts (in its first half, so the
+        two overlap) and lasts as faults do: both slow the job, each by its own cause."""
+        rng = self.rng
+        job = next((j for j in self.jobs if fan_in.receiver in j.hosts), self.jobs[int(rng.integers(len(self.jobs)))])
+        assert fan_in.end is not None
+        start = round(fan_in.start + rng.uniform(0.0, 0.5) * (fan_in.end - fan_in.start), 1)
+        span = min(_log_uniform(rng, R.fault_s), self.duration - _TAIL_S - start)
+        return inc.model_copy(
+            update={"host": str(rng.choice(job.hosts)), "rail": int(rng.choice(job.rails)),
+                    "slowdown": round(_uniform(rng, R.slowdown), 2), "start": start, "end": round(start + span, 1)}
+        )  # fmt: skip
 
     def _switch_port(self, up_share: float) -> Port:
         """A leaf uplink (`up_share` of the time) or a leaf's host-facing port, anywhere in the fabric."""

@@ -224,6 +224,9 @@ class Straggler(_Incident):
     rail: int = Field(0, ge=0)
     #: Its compute takes this many times as long as the job's `compute_ms`.
     slowdown: float = Field(1.5, gt=1)
+    #: Drawn during the scenario's fan-in, on a rank of the job its receiver runs (the exam: a straggler while an
+    #: incast slows the same job, whose GPU-seconds the two share); the fabric is not clean then.
+    during_fan_in: bool = False
 
 
 class PfcMisconfig(_Incident):

@@ -377,14 +377,15 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
             continue
         causes = _explained(ctx, p, job, start, end, slack, onset)
         scored, method, job_excess = _scores(mine, start, end, p)
-        # a fabric finding explains the spell unless the event traces show a rank issuing late: congestion slows
-        # every rank's data alike and never makes one issue late, so that lateness is a straggler's own share
-        # (without traces, the rank that waited least may be one the congestion spared: no straggler is told)
-        if causes and method != "event_trace":
-            continue
         named = _stragglers(ctx, p, job, scored, mine)
-        if causes and not named:
-            continue
+        # a fabric finding explains the spell unless the event traces show the straggler issuing later than it
+        # usually does: congestion slows every rank's data and makes none issue late (a rank it spared finishes
+        # early and issues its next collective early), so that lateness is the straggler's own; without traces
+        # the rank that waited least may be one the congestion spared, and no straggler is told
+        if causes:
+            named = [s for s in named if method == "event_trace" or _issues_late(mine, start, end, s)]
+            if not named:
+                continue
         hosts = sorted(set(mine["host"].to_list()))
         evidence: dict[str, Any] = {
             "job": job,
@@ -424,22 +425,45 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
     return findings
 
 
+def _issues_late(rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, straggler: dict[str, Any]) -> bool:
+    """Whether the event traces show `straggler` issuing its collectives later during the spell than it usually does,
+    by more than its usual lateness varies (the spread of its lateness outside slow buckets): a record that sums
+    several collectives carries its first one's issue time only, so the lateness is a part of what the others
+    waited, yet late it is, where a rank the congestion spared issues early."""
+    mine = _lateness(rows).filter(*(pl.col(k) == straggler[k] for k in RANK))
+    usual = mine.filter(~pl.col("slow_bucket"))["lateness_us"]
+    now = mine.filter(pl.col("ts").is_between(start, end))["lateness_us"]
+    if usual.len() < 2 or now.is_empty():
+        return False
+    q = (
+        usual.to_frame()
+        .select(
+            hi=pl.col("lateness_us").quantile(0.75),
+            lo=pl.col("lateness_us").quantile(0.25),
+            mid=pl.col("lateness_us").median(),
+        )
+        .row(0)
+    )
+    late = now.to_frame().select(pl.col("lateness_us").median()).item()
+    return float(late) - float(q[2]) > float(q[0]) - float(q[1])
+
+
 def _own_share(rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, straggler: dict[str, Any]) -> float:
     """The share of the job's extra time over the spell a straggler's late arrival accounts for, while a fabric
-    finding slows the job too: in each collective every other rank of its communicator waits as long as the
-    straggler issued it later than it usually does; of what all ranks' collectives took beyond their baselines."""
-    during = rows.filter(pl.col("ts").is_between(start, end))
-    excess = (pl.col("exec_time_us") - pl.col("base")).clip(lower_bound=0.0) * pl.col("weight")
-    total = float(during.select(excess.sum()).item() or 0.0)
-    mine = _lateness(rows).filter(
-        pl.col("host") == straggler["host"], pl.col("pid") == straggler["pid"], pl.col("rank") == straggler["rank"],
-        pl.col("communicator") == straggler["communicator"],
-    )  # fmt: skip
-    usual = mine.filter(~pl.col("slow_bucket"))["lateness_us"].median()
-    late = mine.filter(pl.col("ts").is_between(start, end)).with_columns(
-        extra=(pl.col("lateness_us") - (float(usual) if isinstance(usual, int | float) else 0.0)).clip(lower_bound=0.0)
+    finding slows the job too: in each collective the straggler's own extra time is the fabric's (it waits for no
+    one), and every other rank waited that much plus the straggler's delay; so the delay is what each other rank
+    took beyond the straggler, of what all ranks took beyond their baselines."""
+    during = rows.filter(pl.col("ts").is_between(start, end)).with_columns(
+        excess=(pl.col("exec_time_us") - pl.col("base")).clip(lower_bound=0.0)
     )
-    waited = float((late["extra"] * (late["_ranks"] - 1) * late["weight"]).sum()) if late.height else 0.0
+    key = ["communicator", "sequence"]
+    theirs = during.filter(*(pl.col(k) == straggler[k] for k in RANK)).select(*key, fabric=pl.col("excess"))
+    others = during.filter(~pl.all_horizontal(*(pl.col(k) == straggler[k] for k in RANK))).join(theirs, on=key)
+    waited = float(
+        others.select(((pl.col("excess") - pl.col("fabric")).clip(lower_bound=0.0) * pl.col("weight")).sum()).item()
+        or 0.0
+    )
+    total = float(during.select((pl.col("excess") * pl.col("weight")).sum()).item() or 0.0)
     return min(1.0, waited / total) if total > 0 else 0.0
 
 
@@ -449,7 +473,7 @@ def _during(
     who = ", ".join(f"rank {s['rank']} on {s['host']}" + (f" ({s['nic']})" if s["nic"] else "") for s in named)
     return (
         f"straggler during {kinds}: {job}'s collectives ran {row['inflation']:.2f}x their baseline for {seconds:.0f} s "
-        f"while {kinds} slowed it; {who} issues its collectives last, by the event traces, which accounts for "
+        f"while {kinds} slowed it; {who} issues its collectives late, by the event traces, which accounts for "
         f"{share:.0%} of the job's extra time (the rest is the {kinds}'s)"
     )
 

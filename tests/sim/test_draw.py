@@ -110,6 +110,19 @@ def test_incidents_that_ride_on_a_fan_in_stay_on_the_drawn_one() -> None:
         assert (off.device, off.port) in ports
 
 
+def test_a_straggler_drawn_during_an_incast_slows_the_receivers_job_while_the_incast_lasts() -> None:
+    """Issue 30 item 7: a straggler during a fabric incident on the same job (the exam's `straggler_during_incast`):
+    the incast's receiver is a rank of a job, the straggler a rank of that job that begins while the incast lasts."""
+    for seed in SEEDS[:10]:
+        sc = drawn("straggler_during_incast", seed)
+        incast, slow = sc.incidents
+        assert isinstance(incast, Incast) and isinstance(slow, Straggler) and incast.end is not None
+        jobs = place(Topology(sc.fabric), sc.jobs, sc.seed)
+        (job,) = [j for j in jobs if incast.receiver in j.hosts]
+        assert slow.host in job.hosts and slow.rail in job.rails
+        assert incast.start <= slow.start <= incast.end and slow.end is not None and slow.end > slow.start
+
+
 def test_storage_readers_are_hosts_no_job_runs_on() -> None:
     for seed in SEEDS[:10]:
         sc = drawn("incast_storage_readers", seed)
