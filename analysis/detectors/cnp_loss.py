@@ -286,7 +286,7 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     )
     rows = rows.with_columns(
         ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall")
-    ).sort(["bucket", "shortfall"], descending=[False, True])
+    ).sort(["bucket", "shortfall", "device", "netdev"], descending=[False, True, False, False])  # ties: by name
     # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them
     left = pl.col("fabric_lost") - (pl.col("shortfall").cum_sum() - pl.col("shortfall")).over("bucket")
     return rows.filter(left >= p.min_lost_share * pl.col("shortfall"))
