@@ -143,6 +143,7 @@ def analyze(
             result.findings += [capped_on_estimates(_attributed(f, fabric)) for f in found]
             if bar is not None:
                 bar.advance(task)
+    result.findings = pfc_deadlock.fold_spread_storms(result.findings)  # a loop's spread is the loop's finding
     t = time.perf_counter()
     result.findings = _assessed(result, frames, fabric)
     result.seconds["impact"] = time.perf_counter() - t

@@ -219,4 +219,47 @@ def detect(ctx: Context, p: DeadlockParams) -> list[Finding]:
     return findings
 
 
+def _edges_of(f: Finding, key: str) -> set[tuple[str, str]]:
+    return {(str(e.get("paused")), str(e.get("asserter"))) for e in f.evidence.get(key) or () if isinstance(e, dict)}
+
+
+def fold_spread_storms(findings: Sequence[Finding]) -> list[Finding]:
+    """The findings with each PFC storm that is a deadlock's spread folded into that deadlock's finding: one event,
+    one finding. A storm whose every edge (paused port, asserter) is an edge of the loop or of what waits behind it,
+    on the loop's priority, while the loop formed or held, is the loop seen from one of its queues: a PFC watchdog
+    breaking the deadlock in turns declares storms on its victims' queues, and the storm detector's roots can be
+    ports whose own stall shows a read later than the storm's (`storms_on_its_loop` keeps what it said)."""
+    deadlocks = [f for f in findings if f.kind == "pfc_deadlock"]
+    if not deadlocks:
+        return list(findings)
+    folded: dict[int, list[Finding]] = {}
+    kept: list[Finding] = []
+    for f in findings:
+        tree = _edges_of(f, "tree") if f.kind == "pfc_storm" else set()
+        owner = next(
+            (
+                k
+                for k, d in enumerate(deadlocks)
+                if tree
+                and d.priority == f.priority
+                and tree <= _edges_of(d, "cycle") | _edges_of(d, "victims")
+                and f.start <= d.end
+                and f.end >= min((e["start"] for e in d.evidence.get("cycle") or ()), default=d.start)
+            ),
+            None,
+        )
+        if owner is None:
+            kept.append(f)
+        else:
+            folded.setdefault(owner, []).append(f)
+    out = []
+    for f in kept:
+        k = next((k for k, d in enumerate(deadlocks) if d is f), None)
+        if k is not None and k in folded:
+            said = [{"summary": s.summary, "start": s.start, "end": s.end} for s in folded[k]]
+            f = f.with_(evidence={**f.evidence, "storms_on_its_loop": said})
+        out.append(f)
+    return out
+
+
 DETECTOR = Detector("pfc_deadlock", "1", ("pfc_deadlock",), DeadlockParams, detect)

@@ -62,3 +62,40 @@ def test_tarjan_and_the_shortest_cycle() -> None:
     adj = [[1, 3], [2], [0], [0]]
     assert shortest_cycle(adj, [0, 1, 2, 3], 0) == [0, 3]
     assert strongly_connected([[]]) == [[0]]
+
+
+def test_a_storm_on_the_loops_own_queues_is_the_deadlocks_finding_not_one_of_its_own() -> None:
+    """One event, one finding (issue 29 item 6): SONiC's PFC watchdog breaks a deadlock in turns and declares storms
+    on the queues behind the loop (the 369bbde exam, sonic-broadcom: a storm at spine-03:Ethernet36 holding
+    leaf-r0-03:Ethernet88, a victim of the loop, in the seconds the loop formed). It is folded into the deadlock's
+    finding; a storm elsewhere, or on those queues long before the loop, stays a storm."""
+    import datetime as dt
+
+    from rocescope.analysis.detectors.pfc_deadlock import fold_spread_storms
+    from rocescope.analysis.findings import Finding
+
+    t0 = dt.datetime(2026, 11, 30, 20, 8, tzinfo=dt.UTC)
+
+    def at(s: float) -> dt.datetime:
+        return t0 + dt.timedelta(seconds=s)
+
+    loop = [("leaf-r0-01:Ethernet64", "spine-01:Ethernet0"), ("spine-01:Ethernet16", "leaf-r0-02:Ethernet84")]
+    cycle = [{"paused": p, "asserter": a, "start": at(25.6 + k), "end": at(126.0)} for k, (p, a) in enumerate(loop)]
+    victim = {"paused": "leaf-r0-03:Ethernet88", "asserter": "spine-03:Ethernet36"}
+    deadlock = Finding("pfc_deadlock", "critical", at(30.4), at(126.0), ("leaf-r0-01",), ("leaf-r0-01:Ethernet64",), 3,
+                       1.0, "PFC deadlock", evidence={"cycle": cycle, "victims": [victim]})  # fmt: skip
+
+    def storm(start: float, end: float, edge: dict[str, str], prio: int = 3) -> Finding:
+        tree = [{**edge, "start": at(start), "end": at(end)}]
+        return Finding("pfc_storm", "warning", at(start), at(end), ("spine-03",), (edge["asserter"],), prio, 1.0,
+                       f"PFC storm at {edge['asserter']} from {start}", evidence={"tree": tree})  # fmt: skip
+
+    spread = storm(24.6, 28.6, victim)
+    elsewhere = storm(40.0, 60.0, {"paused": "leaf-r1-01:Ethernet8", "asserter": "gpu-003:eth1"})
+    before = storm(-60.0, -40.0, victim)
+    other_priority = storm(40.0, 60.0, victim, prio=4)
+    out = fold_spread_storms([spread, deadlock, elsewhere, before, other_priority])
+    assert [f.summary for f in out if f.kind == "pfc_storm"] == [elsewhere.summary, before.summary,
+                                                                 other_priority.summary]  # fmt: skip
+    (merged,) = [f for f in out if f.kind == "pfc_deadlock"]
+    assert [s["summary"] for s in merged.evidence["storms_on_its_loop"]] == [spread.summary]
