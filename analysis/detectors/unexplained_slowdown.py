@@ -33,10 +33,11 @@ collectives, each delayed); else how much less than the job's median extra time 
 NIC comes from the job's placement on its host (`rocescope.analysis.placements.rank_nic`).
 
 A straggler during a fabric incident: a spell an earlier finding explains is still a finding where the event
-traces name a rank that issues late (congestion slows every rank's data and makes none issue late), with its own
-share of the spell's extra time (`own_share`: in each collective every other rank waits as long as the straggler
-issued it later than it usually does, of what all ranks took beyond their baselines) and the findings it ran
-`during`: impact gives it that share of the job's loss while they overlap and the fabric finding the rest
+traces show the named rank issuing later than it usually does, beyond its usual spread (congestion slows every
+rank's data and makes none issue late; a rank it spared issues early), with its own share of the spell's extra time
+(`own_share`: in each collective the straggler's own extra time is the fabric's, every other rank's beyond it is
+the wait for the straggler; of what all ranks took beyond their baselines) and the findings it ran `during`: impact
+gives it that share of the job's loss while they overlap and the fabric finding the rest
 (`rocescope.analysis.claims`). Without traces no straggler is told there: the rank that waited least may be one
 the congestion spared (an all-to-all's rank whose transfers missed the congested port).
 """
