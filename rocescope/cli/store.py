@@ -504,6 +504,7 @@ def _import_kind(
                             "format version not read": parsed.refused,
                             "not a collective (proxy traces, other metrics)": parsed.unknown,
                             "dropped by Inspector before writing": parsed.writer_dropped,
+                            "dump_stats markers (read as drop counts)": parsed.markers,
                         }
                         note = f" ({parsed.problem})" if parsed.refused else ""
                         batches = collectives_batches(parsed.batch) + drops_batches(parsed.drops)

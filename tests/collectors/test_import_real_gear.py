@@ -584,14 +584,36 @@ def test_a_sonic_dump_import_accounts_for_every_value(tmp_path: Path, path: Path
     assert counters + sum(only["skipped"].values()) == _dump_values(load(path))
 
 
-def test_an_snmp_walk_import_accounts_for_every_line(tmp_path: Path) -> None:
-    """`import --kind snmp --json` of a real switch's `snmpwalk`: each line (one value) is landed (under a catalog
-    name or raw), or counted by why not (objects not read, names read apart, non-numeric), adding up to the walk."""
-    path = FIX / "snmp" / "zyxel_xgs1210_snmpwalk.txt"
-    lines = [line for line in path.read_text().splitlines() if line.strip()]
+@pytest.mark.parametrize(
+    "path",
+    [FIX / "snmp" / "zyxel_xgs1210_snmpwalk.txt",
+     FIX / "realdata" / "05_snmp" / "librenms_srlinux_7220-IXR-D2L_snmprec_EXCERPT.snmprec"],
+    ids=lambda p: p.name,
+)  # fmt: skip
+def test_an_snmp_walk_import_accounts_for_every_line(tmp_path: Path, path: Path) -> None:
+    """`import --kind snmp --json` of a real switch's `snmpwalk` (and LibreNMS' snmpsim recording of an SR Linux
+    switch): each line (one value) is landed (under a catalog name or raw), or counted by why not (objects not read,
+    names read apart, non-numeric), adding up to the walk."""
+    lines = [line for line in path.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
     cfg = store_config(tmp_path)
     done = runner.invoke(app, ["--config", cfg, "import", "--kind", "snmp", "--json", str(path)])
     assert done.exit_code == 0, done.output
     (only,) = json.loads(done.stdout.strip().splitlines()[-1])["files"]
     assert only["skipped"]["not a counter column (names such as ifName, sysName: read apart)"] > 0
     assert only["landed"] + sum(only["skipped"].values()) == len(lines)
+
+
+@pytest.mark.parametrize("name", ["dev-v4.1.log", "dev-v4.2.log"])
+def test_an_inspector_dump_import_accounts_for_every_line(tmp_path: Path, name: str) -> None:
+    """`import --kind nccl-inspector --json` of NCCL Inspector's v4.1/v4.2 output (NVIDIA's own examples): each line
+    is a collective landed or counted, the `dump_stats` markers (one per dump, read as Inspector's drop counts)
+    among them, adding up to the file's lines."""
+    path = FIX / "nccl" / name
+    lines = [line for line in path.read_text().splitlines() if line.strip()]
+    cfg = store_config(tmp_path)
+    done = runner.invoke(app, ["--config", cfg, "import", "--kind", "nccl-inspector", "--json", str(path)])
+    assert done.exit_code == 0, done.output
+    (only,) = json.loads(done.stdout.strip().splitlines()[-1])["files"]
+    counted = {k: v for k, v in only["skipped"].items() if k != "dropped by Inspector before writing"}
+    assert counted["dump_stats markers (read as drop counts)"] > 0
+    assert only["landed"] + sum(counted.values()) == len(lines)
