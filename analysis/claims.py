@@ -134,16 +134,14 @@ def claimed_spans(findings: Sequence[Finding], jobs: Sequence[set[str]]) -> dict
     out: dict[tuple[int, str], list[Carve]] = {}
     for i, f in enumerate(findings):
         for k, g in enumerate(findings):
-            if k == i or g.start > f.end or g.end < f.start:
-                continue
+            if k == i or g.start > f.end or g.end < f.start or _share(f, g) is not None:
+                continue  # f a straggler during g: the pair is carved when g is the target
+            share = _share(g, f)
             for job in jobs[i] & jobs[k]:
                 stronger, mine = _claim(g, job), _claim(f, job)
-                share = _share(g, f)
                 if share is not None:  # g, a straggler during f: g takes its share there, f keeps the rest
                     out.setdefault((i, job), []).append((g.start, g.end, 1.0 - share))
                     out.setdefault((k, job), []).append((f.start, f.end, share))
-                elif _share(f, g) is not None:
-                    continue  # the pair is carved from f's side above
                 elif stronger > mine or (stronger == mine and (g.start, k) < (f.start, i)):
                     out.setdefault((i, job), []).append((g.start, g.end, 0.0))
     return out

@@ -431,22 +431,20 @@ def _issues_late(rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, strag
     by more than its usual lateness varies (the spread of its lateness outside slow buckets): a record that sums
     several collectives carries its first one's issue time only, so the lateness is a part of what the others
     waited, yet late it is, where a rank the congestion spared issues early."""
-    mine = _lateness(rows).filter(*(pl.col(k) == straggler[k] for k in RANK))
-    usual = mine.filter(~pl.col("slow_bucket"))["lateness_us"]
-    now = mine.filter(pl.col("ts").is_between(start, end))["lateness_us"]
-    if usual.len() < 2 or now.is_empty():
-        return False
-    q = (
-        usual.to_frame()
+    lateness, usual = pl.col("lateness_us"), ~pl.col("slow_bucket")
+    hi, lo, mid, now, n = (
+        _lateness(rows)
+        .filter(*(pl.col(k) == straggler[k] for k in RANK))
         .select(
-            hi=pl.col("lateness_us").quantile(0.75),
-            lo=pl.col("lateness_us").quantile(0.25),
-            mid=pl.col("lateness_us").median(),
+            lateness.filter(usual).quantile(0.75),
+            lateness.filter(usual).quantile(0.25).alias("lo"),
+            lateness.filter(usual).median().alias("mid"),
+            lateness.filter(pl.col("ts").is_between(start, end)).median().alias("now"),
+            usual.sum().alias("n"),
         )
         .row(0)
     )
-    late = now.to_frame().select(pl.col("lateness_us").median()).item()
-    return float(late) - float(q[2]) > float(q[0]) - float(q[1])
+    return n >= 2 and now is not None and now - mid > hi - lo
 
 
 def _own_share(rows: pl.DataFrame, start: dt.datetime, end: dt.datetime, straggler: dict[str, Any]) -> float:
