@@ -45,6 +45,7 @@ from rocescope.pipeline.rates_sql import (
     SERIES_WINDOW,
     SOURCE_SERIES,
     SOURCE_SERIES_KEY,
+    candidate_series_sql,
     counter_delta_sql,
     delta_seconds_sql,
     fresh_reads_sql,
@@ -85,6 +86,27 @@ LOOKBACK_S = 125.0
 #: gets the longest look-back at once.
 MAX_LOOKBACK_S = 2 * 300.0 + 30.0
 _PHASE_MARGIN_S = 5.0
+
+#: The samples `_scan` reads, per counter series in the table's key order: its reads, whether and how often its value
+#: changed, its first and last read, and how many sources landed it (one row of mixed sources where several did).
+_BY_SERIES = f"""
+        SELECT {SERIES}, any(landed_by) AS source, count() AS samples, min(value) != max(value) AS moved,
+            dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, max(ts) AS last_ts,
+            uniqExact(landed_by) AS sources, uniqExact(value) - 1 AS changes
+        FROM (
+            SELECT {SERIES}, ts, value, source AS landed_by FROM counters
+            WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+        )
+        GROUP BY {SERIES}"""  # noqa: S608 - placeholders only
+#: ... and per series and source, for the metrics (`metrics`) that have a series landed by several sources.
+_BY_SOURCE = f"""
+        SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
+            dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, max(ts) AS last_ts,
+            count() OVER (PARTITION BY {SERIES}) AS sources, uniqExact(value) - 1 AS changes
+        FROM counters
+        WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
+            AND metric IN {{metrics:Array(String)}}
+        GROUP BY {SOURCE_SERIES}"""  # noqa: S608 - placeholders only
 
 #: The metrics whose values are counts (rated by differences), where re-sent values matter.
 COUNTER_METRICS = tuple(m.name for m in METRICS if m.kind == "counter")
@@ -184,6 +206,7 @@ class Frames(TopologyReads):
         self._moved: dict[str, bool] | None = None  # metric -> whether a series of it moved (`_scan`)
         self._resent: dict[str, tuple[float, float]] | None = None
         self._may_resend: set[str] = set()  # metrics with a refresh group that may re-send (`_scan`)
+        self._candidates: dict[str, list[str]] | None = None  # metric -> series a refresh group may hold (`_scan`)
         self._reporting: dict[str, set[str]] = {}  # metric -> devices with samples of it in the window (`_scan`)
 
     def _scan(self) -> None:
@@ -193,26 +216,19 @@ class Frames(TopologyReads):
         the groups only then: on gear that sends each value once, it costs nothing). A detector's request for
         metrics the window lacks then costs no query: on gear that reports a few dozen of the catalog's metrics,
         most requests (each a window function over the store, tens of milliseconds however few rows it returns)
-        are for evidence that is not there."""
+        are for evidence that is not there.
+
+        The scan aggregates by series, in the table's key order (`optimize_aggregation_in_order`: a streaming
+        aggregation, a quarter of a hash aggregation's time over an hour of a large fabric). A series that more
+        than one source landed is then one row of mixed sources; only the metrics that have such a series are
+        scanned again, by source."""
         if self._moved is not None:
             return
-        sql = f"""
-SELECT toString(metric) AS metric, max(moved) AS moved,
-    groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi,
-    max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once,
-    max(may_resend) AS may_resend,
-    groupUniqArrayIf(toString(device), last_ts >= {{start:DateTime64(9, 'UTC')}}) AS devices
-FROM (
-    SELECT *, {may_resend_sql()} AS may_resend FROM (
-        SELECT {SOURCE_SERIES}, count() AS samples, min(value) != max(value) AS moved,
-            dateDiff('millisecond', min(ts), max(ts)) / 1e3 AS span_s, max(ts) AS last_ts,
-            count() OVER (PARTITION BY {SERIES}) AS sources, uniqExact(value) - 1 AS changes
-        FROM counters
-        WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
-        GROUP BY {SOURCE_SERIES}
-    )
-) GROUP BY metric"""  # noqa: S608 - placeholders only
-        frame = self._query(("scan", self.lookback), sql, self._params(()))
+        frame = self._query(("scan", self.lookback), self._scan_sql(_BY_SERIES), self._params(()))
+        multi = frame.filter(pl.col("multi").list.len() > 0)["metric"].to_list() if frame.height else []
+        if multi:
+            exact = self._query(("scan", self.lookback, "by source"), self._scan_sql(_BY_SOURCE), self._params(multi))
+            frame = pl.concat([frame.filter(~pl.col("metric").is_in(multi)), exact])
         rows = frame.to_dicts() if frame.height else []
         counters = [r for r in rows if r["metric"] in _COUNTERS]
         slowest = max((float(r["slowest_s"]) for r in counters), default=0.0)
@@ -226,18 +242,36 @@ FROM (
         self._moved = {str(r["metric"]): bool(r["moved"]) for r in rows}
         self._reporting = {str(r["metric"]): {str(d) for d in r["devices"] or ()} for r in rows}
         self._may_resend = {str(r["metric"]) for r in rows if r["may_resend"]} - set(LINK_EVENT_COUNTERS)
+        # the series a refresh group may hold, as counted here, unless sources overlap (then one source per series
+        # is kept first, and `refresh_groups_sql` counts what is left)
+        self._candidates = None if multi else {str(r["metric"]): list(r["candidates"] or ()) for r in rows}
         best: dict[tuple[Any, ...], tuple[int, str]] = {}
-        multi = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]
-        for metric, device, port, priority, source, samples in multi:
+        multi_rows = [(r["metric"], *e.values()) for r in rows for e in r["multi"] or ()]
+        for metric, device, port, priority, source, samples in multi_rows:
             series = (metric, device, port, priority)
             best[series] = max(best.get(series, (-1, "")), (int(samples), str(source)))
         self._shadowed = [
             f"{metric}|{device}|{port}|{priority}|{source}"
-            for metric, device, port, priority, source, _ in multi
+            for metric, device, port, priority, source, _ in multi_rows
             if best[(metric, device, port, priority)][1] != source
         ]
         if self._shadowed:
             log.info("%d counter series landed by more than one source: each rated from one", len(self._shadowed))
+
+    @staticmethod
+    def _scan_sql(inner: str) -> str:
+        """The per-metric summary of `_scan` over `inner`, an aggregation by series (`_BY_SERIES`) or by series and
+        source (`_BY_SOURCE`)."""
+        return f"""
+SELECT toString(metric) AS metric, max(moved) AS moved,
+    groupArrayIf((toString(device), toString(port), priority, toString(source), samples), sources > 1) AS multi,
+    max(if(samples > 1, span_s / (samples - 1), 0)) AS slowest_s, countIf(samples = 1) AS read_once,
+    max(may_resend) AS may_resend, groupArrayIf(concat({SOURCE_SERIES_KEY}), candidate) AS candidates,
+    groupUniqArrayIf(toString(device), last_ts >= {{start:DateTime64(9, 'UTC')}}) AS devices
+FROM (
+    SELECT *, {may_resend_sql()} AS may_resend, {candidate_series_sql()} AS candidate FROM ({inner})
+) GROUP BY metric
+SETTINGS optimize_aggregation_in_order = 1"""  # noqa: S608 - placeholders only
 
     def present(self, metrics: Sequence[str], *, moved: bool = False) -> bool:
         """Whether any of `metrics` has samples from the look-back to the window's end (with `moved`: a series
@@ -267,15 +301,24 @@ FROM (
         # only metrics with a group that may re-send (`_scan`): the others' groups are none, and the inference reads
         # every sample of what it is given (on gear that sends each value once, nothing)
         metrics = sorted(self._may_resend.intersection((*COUNTER_METRICS, *PEAK_GAUGES)))
+        if self._candidates is not None and not any(self._candidates.get(m) for m in metrics):
+            metrics = []  # no group may: the scan counted no series that could be in one
         if self._resent is None and not metrics:
             self._resent = {}
         if self._resent is None:
             one_source = self._one_source()
+            extra: dict[str, Any] = {}
+            if self._candidates is not None:  # counted by the scan: only their samples are read
+                extra["candidates"] = sorted(k for m in metrics for k in self._candidates.get(m, ()))
+                extra["candidate_devices"] = sorted({k.split("|")[1] for k in extra["candidates"]})
+                metrics = sorted({k.split("|")[0] for k in extra["candidates"]})
+                one_source += " AND device IN {candidate_devices:Array(String)}"
             samples = f"""
                 SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
                 WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
                     AND metric IN {{metrics:Array(String)}}{one_source}"""  # noqa: S608 - placeholders only
-            frame = self._query(("resent",), refresh_groups_sql(samples), self._params(metrics))
+            keys = "{candidates:Array(String)}" if extra else None
+            frame = self._query(("resent",), refresh_groups_sql(samples, keys), self._params(metrics, extra))
             self._resent = {str(k): (float(r), float(g)) for k, r, g in frame.iter_rows()} if frame.height else {}
             self._resent |= _peaks_on_resending_targets(self._resent)
             if self._resent:

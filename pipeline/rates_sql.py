@@ -106,22 +106,30 @@ _TOO_OFTEN = f"changes * {MIN_READS_PER_REFRESH} - (samples - 1)"
 _IN_GROUP = f"OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
 
 
-def _candidate_series_sql(rows: str) -> str:
-    """The series (`SOURCE_SERIES_KEY`) of groups that may re-send, from counts alone (no ordering, cheap): the
+def candidate_series_sql() -> str:
+    """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads) and `changes` (distinct values less one),
+    as SQL: whether the row's series is one of a group that may re-send, from counts alone (no ordering, cheap): the
     group's values changed `MIN_CHANGES` times or more, and none of its series more often than once in
     `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
-    series that changed at all. Groups refreshed as often as they are read (nearly all) stop here."""
+    series that changed at all, never a link's event counter (`LINK_EVENT_COUNTERS`). Groups refreshed as often as
+    they are read (nearly all) stop here."""
+    return f"""(changes > 0 AND toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
+            AND sum(changes) {_IN_GROUP} >= {MIN_CHANGES} AND max({_TOO_OFTEN}) {_IN_GROUP} <= 0)"""
+
+
+def _candidate_series_sql(rows: str) -> str:
+    """The keys (`SOURCE_SERIES_KEY`) of the series among `rows` (counter samples) that `candidate_series_sql`
+    names."""
     return f"""
     SELECT key FROM (
-        SELECT concat({SOURCE_SERIES_KEY}) AS key, changes, sum(changes) {_IN_GROUP} AS group_changes,
-            max({_TOO_OFTEN}) {_IN_GROUP} AS too_often
+        SELECT concat({SOURCE_SERIES_KEY}) AS key, {candidate_series_sql()} AS candidate
         FROM (
             SELECT {SOURCE_SERIES}, count() AS samples, uniqExact(value) - 1 AS changes FROM ({rows})
             WHERE toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
             GROUP BY {SOURCE_SERIES}
         )
     )
-    WHERE changes > 0 AND group_changes >= {MIN_CHANGES} AND too_often <= 0"""
+    WHERE candidate"""
 
 
 def may_resend_sql() -> str:
@@ -136,7 +144,7 @@ def may_resend_sql() -> str:
             sum(changes) {_IN_GROUP} >= {MIN_CHANGES} AND max({_TOO_OFTEN}) {_IN_GROUP} <= 0)"""
 
 
-def refresh_groups_sql(rows: str) -> str:
+def refresh_groups_sql(rows: str, candidates: str | None = None) -> str:
     """The refresh groups (`REFRESH_GROUP` key, `refresh_s`, `read_s`) among `rows` (counter samples) whose
     target re-sends values between refreshes, as SQL.
 
@@ -147,8 +155,10 @@ def refresh_groups_sql(rows: str) -> str:
     times, that spacing is `MIN_READS_PER_REFRESH` reads (the median spacing of samples) or more, and the
     spacings are multiples of it (`MIN_REGULAR_SHARE`); spacings across a clock step or a lost read are left out
     (`_clean_spacings_sql`). Groups refreshed as often as they are read, rare events and groups with few changes
-    are none."""
-    moving = f"SELECT * FROM ({rows}) WHERE concat({SOURCE_SERIES_KEY}) IN ({_candidate_series_sql(rows)})"
+    are none. `candidates` (an array expression of `SOURCE_SERIES_KEY`s) names the series `candidate_series_sql`
+    picks where the caller counted them already (`Frames._scan`), else they are counted here."""
+    keys = candidates or f"({_candidate_series_sql(rows)})"
+    moving = f"SELECT * FROM ({rows}) WHERE concat({SOURCE_SERIES_KEY}) IN {keys}"
     spacing = "clean_spacing_s"
     return f"""
     SELECT key, group_refresh_s AS refresh_s, group_read_s AS read_s FROM (

@@ -169,7 +169,8 @@ def marked_watermarks(ctx: Context, p: FanInParams) -> pl.DataFrame:
     marked packet exists only while its queue is above Kmin, so marks in the read's interval prove the crossing
     whatever Kmin is set. The receiver's CNPs do not count here: they answer marks made at any hop of its flows
     (a spine's queue), not only at this one."""
-    marks = ctx.frames.rates([QUEUE_ECN], roles=["switch"]).filter(pl.col("rate") > 0)
+    # any mark at all (a count of one in a read is far above 1e-9/s): the engine keeps only queues that marked
+    marks = ctx.frames.rates([QUEUE_ECN], min_rate=1e-9, roles=["switch"])
     if marks.is_empty():
         return pl.DataFrame()
     devices = sorted(set(marks["device"].to_list()))
