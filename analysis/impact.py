@@ -310,15 +310,17 @@ def with_impact(
     fabric: Fabric,
     p: ImpactParams | None = None,
     dropped: pl.DataFrame | None = None,
+    rows: pl.DataFrame | None = None,
 ) -> list[Finding]:
     """The findings with `impact` in their evidence: an entry per candidate job with collectives to judge
     (`coll`: attributed collectives, `rocescope.analysis.collectives.ATTRIBUTED_SCHEMA`, read `lookback_s`
     before the window); {} when none of its jobs has. Without any collectives recorded, nothing is measured:
     the findings are returned unchanged. `dropped`: Inspector's own drops (`ts`, `device`: NCCL's hostname,
     `value`: records; `nccl_records_dropped` gauges): an entry whose job's hosts dropped records while the
-    finding lasted says how many, and that its loss is a lower bound (`_incomplete`)."""
+    finding lasted says how many, and that its loss is a lower bound (`_incomplete`). `rows`: `usable(coll)`, where
+    the caller has it already."""
     p = p or ImpactParams()
-    rows = usable(coll)
+    rows = usable(coll) if rows is None else rows
     means_only = _means_only(coll, rows)
     if (rows.is_empty() and not means_only) or not findings:
         return list(findings)

@@ -173,10 +173,11 @@ def _assessed(result: AnalysisResult, frames: Frames, fabric: Fabric) -> list[Fi
     """The findings with what they cost each job (`impact`) and whose traffic caused them (`blame`); a failure
     here is logged and counted, and the findings are kept as the detectors gave them."""
     try:
-        coll = frames.collectives(ImpactParams().lookback_s, ImpactParams().after_s)
+        span = ImpactParams().lookback_s, ImpactParams().after_s
+        coll, rows = frames.collectives(*span), frames.usable_collectives(*span)
         # Inspector's own word that its records are incomplete, by the names the collectives' hosts go by
         dropped = frames.named(frames.gauges(["nccl_records_dropped"]), ("device",))
-        return with_blame(with_impact(result.findings, coll, fabric, dropped=dropped), fabric)
+        return with_blame(with_impact(result.findings, coll, fabric, dropped=dropped, rows=rows), fabric)
     except (RocescopeError, pl.exceptions.PolarsError) as exc:
         log.error("impact and blame failed on %s: %s", result.window, exc)
         result.failed["impact"] = str(exc)

@@ -190,6 +190,16 @@ ORDER BY job_id, host, netdev"""
             self._cache[key] = by_communicator(attributed, self.endpoints())
         return self._cache[key]
 
+    def usable_collectives(self, lookback_s: float = 0.0, after_s: float = 0.0) -> pl.DataFrame:
+        """`collectives` that impact can count, with their weights (`rocescope.analysis.impact.usable`), once per
+        window: the slowdown and hang detectors and impact read the same ones (millions in an hour of 128x8)."""
+        from rocescope.analysis.impact import usable  # it imports this module
+
+        key = ("usable collectives", lookback_s, after_s)
+        if key not in self._cache:
+            self._cache[key] = usable(self.collectives(lookback_s, after_s))
+        return self._cache[key]
+
     def qp_peers(self) -> pl.DataFrame:
         """RDMA connections seen up to the window's end (QP_PEERS_SCHEMA: host, rdma_dev, dest_ip, job_id), from
         `qp_owners` (eBPF or `rdma resource show qp`); empty where nothing collects them."""

@@ -32,7 +32,7 @@ import polars as pl
 
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.findings import Finding, Severity
-from rocescope.analysis.impact import SERIES, STOPPING_KINDS, ImpactParams, concerning, usable
+from rocescope.analysis.impact import SERIES, STOPPING_KINDS, ImpactParams, concerning
 from rocescope.analysis.placements import rank_nic
 
 KIND = "nccl_hang"
@@ -226,7 +226,7 @@ def _summary(job: str, hang: dict[str, Any], named: list[dict[str, Any]]) -> str
 
 
 def detect(ctx: Context, p: HangParams) -> list[Finding]:
-    rows = usable(ctx.frames.collectives(p.lookback_s, ImpactParams().after_s))  # the read impact makes too
+    rows = ctx.frames.usable_collectives(p.lookback_s, ImpactParams().after_s)  # the read impact makes too
     rows = rows.filter(pl.col("ts") <= ctx.window.end)
     if rows.is_empty():
         return []

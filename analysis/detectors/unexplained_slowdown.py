@@ -53,7 +53,7 @@ from rocescope.analysis.claims import DURING, SHARE
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.findings import Finding
-from rocescope.analysis.impact import KEY, ImpactParams, began, concerning, usable
+from rocescope.analysis.impact import KEY, ImpactParams, began, concerning
 from rocescope.analysis.placements import rank_nic
 
 KIND = "unexplained_slowdown"
@@ -167,25 +167,27 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
     every = _every(p)
     bucket_end = pl.col("bucket") + pl.duration(microseconds=round(p.bucket_s * 1e6))
     overlap = pl.min_horizontal("ts", bucket_end) - pl.max_horizontal("_began", "bucket")
-    rows = (
-        rows.with_row_index("_rec")
-        .with_columns(_began=began())
+    # the comparable operations (`KEY`: five strings) as one integer, joined once per record: the baselines are then
+    # joined to every (record, bucket) row on it (an hour of 128x8 is millions of records)
+    keys = rows.select(KEY).unique().with_row_index("_key")
+    records = rows.with_row_index("_rec").join(keys, on=KEY, how="left", coalesce=True)
+    spread = (
+        records.with_columns(_began=began())
         .with_columns(bucket=pl.datetime_ranges(pl.col("_began").dt.truncate(every), "ts", every))
         .explode("bucket")
         .with_columns(share=(overlap.dt.total_microseconds() / pl.col("exec_time_us").clip(1.0)).clip(0.0, 1.0))
     )
     # a collective of no measurable length is all in the bucket it ended in
-    rows = rows.with_columns(share=pl.when(pl.col("share").sum().over("_rec") > 0).then("share").otherwise(1.0))
+    spread = spread.with_columns(share=pl.when(pl.col("share").sum().over("_rec") > 0).then("share").otherwise(1.0))
 
-    def judged(base_rows: pl.DataFrame) -> pl.DataFrame:
+    def judged(base_records: pl.DataFrame) -> pl.DataFrame:
         base = (
-            base_rows.unique("_rec")
-            .group_by(KEY)
+            base_records.group_by("_key")
             .agg(base=pl.col("exec_time_us").median(), base_bw=pl.col("bus_bw_gbs").median(), _n=pl.len())
             .filter(pl.col("_n") >= p.min_baseline)
             .drop("_n")
         )
-        return rows.join(base, on=KEY, how="inner").with_columns(
+        return spread.join(base, on="_key", how="inner").with_columns(
             ratio=pl.col("exec_time_us") / pl.col("base"),
             excess_us=(pl.col("exec_time_us") - pl.col("base")) * pl.col("weight") * pl.col("share"),
         )
@@ -194,11 +196,12 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
         per = frame.group_by("job_id", "bucket").agg(inflation=pl.col("ratio").median())
         return per.filter(pl.col("inflation") >= p.min_inflation).select("job_id", "bucket")
 
-    first = judged(rows)
-    touched = rows.join(slow_buckets(first), on=["job_id", "bucket"], how="semi").select("_rec")
-    second = judged(rows.join(touched, on="_rec", how="anti"))
+    first = judged(records)
+    touched = spread.join(slow_buckets(first), on=["job_id", "bucket"], how="semi").select("_rec")
+    second = judged(records.join(touched, on="_rec", how="anti"))
     slow = slow_buckets(second).with_columns(slow_bucket=pl.lit(True))
-    return second.join(slow, on=["job_id", "bucket"], how="left").with_columns(pl.col("slow_bucket").fill_null(False))
+    out = second.join(slow, on=["job_id", "bucket"], how="left").with_columns(pl.col("slow_bucket").fill_null(False))
+    return out.drop("_key")
 
 
 def _records(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
@@ -357,7 +360,7 @@ def _summary(job: str, row: dict[str, Any], seconds: float, named: list[dict[str
 
 
 def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
-    rows = usable(ctx.frames.collectives(p.lookback_s, ImpactParams().after_s))  # the read impact makes too
+    rows = ctx.frames.usable_collectives(p.lookback_s, ImpactParams().after_s)  # the read impact makes too
     if rows.is_empty():
         return []
     judged = _ratios(rows, p)
