@@ -171,14 +171,22 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
     # joined to every (record, bucket) row on it (an hour of 128x8 is millions of records)
     keys = rows.select(KEY).unique().with_row_index("_key")
     records = rows.with_row_index("_rec").join(keys, on=KEY, how="left", coalesce=True)
+    # the buckets from the one the collective began in to the one it ended in, as offsets from the first (as integers:
+    # a third faster than ranges of datetimes over millions of records)
+    first_bucket = pl.col("_began").dt.truncate(every)
+    step_us = round(p.bucket_s * 1e6)
+    buckets = (pl.col("ts").dt.truncate(every) - first_bucket).dt.total_microseconds() // step_us + 1
     spread = (
         records.with_columns(_began=began())
-        .with_columns(bucket=pl.datetime_ranges(pl.col("_began").dt.truncate(every), "ts", every))
-        .explode("bucket")
+        .with_columns(_k=pl.int_ranges(0, buckets))
+        .explode("_k")
+        .with_columns(bucket=first_bucket + pl.duration(microseconds=step_us) * pl.col("_k"))
+        .drop("_k")
         .with_columns(share=(overlap.dt.total_microseconds() / pl.col("exec_time_us").clip(1.0)).clip(0.0, 1.0))
     )
-    # a collective of no measurable length is all in the bucket it ended in
-    spread = spread.with_columns(share=pl.when(pl.col("share").sum().over("_rec") > 0).then("share").otherwise(1.0))
+    # a collective of no measurable length (it began when it ended, to the microsecond: no bucket overlaps it) is all
+    # in the bucket it ended in
+    spread = spread.with_columns(share=pl.when(pl.col("ts") > pl.col("_began")).then("share").otherwise(1.0))
 
     def judged(base_records: pl.DataFrame) -> pl.DataFrame:
         base = (
