@@ -21,6 +21,7 @@ from typing import Any
 
 import polars as pl
 
+from rocescope.analysis.align import with_intervals
 from rocescope.analysis.topology_reads import (
     ALIASES_SCHEMA,
     ENDPOINTS_SCHEMA,
@@ -488,6 +489,30 @@ WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}
 ORDER BY device, port, priority, metric, ts"""  # noqa: S608 - placeholders only
         extra = _bound(min_value=min_value, roles=roles, priorities=priorities, devices=devices)
         return _plain(self._query(key, sql, self._params(metrics, extra)), GAUGES_SCHEMA, "gauges")
+
+    def timed_gauges(
+        self,
+        metric: str,
+        *,
+        min_value: float,
+        roles: Sequence[str] | None = None,
+        devices: Sequence[str] | None = None,
+        default_s: float = 1.0,
+    ) -> pl.DataFrame:
+        """The reads of gauge `metric` at or above `min_value`, each with `dt_s`, the time since its series' previous
+        read (`rocescope.analysis.align.with_intervals`, with `default_s`), which only every read of the devices that
+        had such a read tells (a peak read every 60 s covers the minute before it); once per request, since several
+        detectors ask for the same (an hour of 128x8 has 22 M watermark reads)."""
+        key = ("timed_gauges", metric, min_value, _t(roles), _t(devices), default_s)
+        if key not in self._cache:
+            high = self.gauges([metric], min_value=min_value, roles=roles, devices=devices)
+            if high.is_empty():
+                self._cache[key] = high.with_columns(pl.lit(None, pl.Float64).alias("dt_s"))
+            else:
+                every = self.gauges([metric], roles=roles, devices=sorted(set(high["device"].to_list())))
+                keys = ["device", "port", "priority"]
+                self._cache[key] = with_intervals(every, keys, default_s).filter(pl.col("value") >= min_value)
+        return self._cache[key]
 
     def port_maxima(self, metric: str, *, devices: Sequence[str], min_value: float) -> pl.DataFrame:
         """Per (device, port), the highest value of a gauge in the window at or above `min_value`

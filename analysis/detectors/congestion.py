@@ -120,11 +120,9 @@ def downlink_evidence(ctx: Context, p: FanInParams) -> pl.DataFrame:
     interval (ts - dt_s, ts]."""
     frames, fabric = ctx.frames, ctx.fabric
     cols = [*KEYS, "ts", "dt_s", "kind", "value"]
-    wm = frames.gauges([QUEUE_WM], min_value=p.min_watermark_bytes, roles=["switch"])
+    timed = frames.timed_gauges(QUEUE_WM, min_value=p.min_watermark_bytes, roles=["switch"])
     parts: list[pl.DataFrame] = []
-    if not wm.is_empty():
-        every = frames.gauges([QUEUE_WM], roles=["switch"], devices=sorted(set(wm["device"].to_list())))
-        timed = with_intervals(every, KEYS).join(wm.select("ts", *KEYS), on=["ts", *KEYS], how="semi")
+    if not timed.is_empty():
         parts.append(timed.select(*KEYS, "ts", "dt_s", pl.lit("watermark").alias("kind"), "value"))
     ecn = frames.rates([QUEUE_ECN], min_rate=p.min_ecn_rate, roles=["switch"])
     parts.append(ecn.select(*KEYS, "ts", "dt_s", pl.lit("ecn").alias("kind"), pl.col("rate").alias("value")))

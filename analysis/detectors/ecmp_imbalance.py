@@ -37,7 +37,6 @@ import datetime as dt
 
 import polars as pl
 
-from rocescope.analysis.align import with_intervals
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
 from rocescope.analysis.detectors.polarization import flow_entropy
 from rocescope.analysis.episodes import episodes
@@ -229,11 +228,10 @@ def _held_back(ctx: Context, p: EcmpImbalanceParams, hot: pl.DataFrame, devices:
             "device", pl.col("iface").alias("port"), (pl.col("bucket").dt.epoch("ms") // ms).alias("_b")
         )
     ]
-    peaks = frames.gauges([WATERMARK], min_value=p.min_watermark_bytes, roles=["switch"], devices=sorted(counting))
-    if not peaks.is_empty():
-        every = frames.gauges([WATERMARK], roles=["switch"], devices=sorted(set(peaks["device"].to_list())))
-        keys = ["device", "port", "priority"]
-        timed = with_intervals(every, keys, p.bucket_s).join(peaks.select("ts", *keys), on=["ts", *keys], how="semi")
+    timed = frames.timed_gauges(
+        WATERMARK, min_value=p.min_watermark_bytes, roles=["switch"], devices=sorted(counting), default_s=p.bucket_s
+    )
+    if not timed.is_empty():
         first = (pl.col("ts").dt.epoch("ms") - (pl.col("dt_s") * 1000).cast(pl.Int64)) // ms
         spans = timed.select("device", "port", pl.int_ranges(first, pl.col("ts").dt.epoch("ms") // ms + 1).alias("_b"))
         parts.append(with_ifaces(spans.explode("_b"), ctx.fabric).select("device", pl.col("iface").alias("port"), "_b"))

@@ -46,7 +46,7 @@ from dataclasses import dataclass
 
 import polars as pl
 
-from rocescope.analysis.align import mean_over, with_intervals
+from rocescope.analysis.align import mean_over
 from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
@@ -217,11 +217,7 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
 def _stormed(ctx: Context) -> pl.DataFrame:
     """The reads in which a PFC watchdog held a queue as stormed (SONiC `PFC_WD_STATUS`), each covering the time
     since its series' previous read; only the devices whose watchdog ever said so are read in full."""
-    said = ctx.frames.gauges([WD_STORMED], min_value=0.5, roles=["switch"])
-    if said.is_empty():
-        return said.with_columns(pl.lit(None, pl.Float64).alias("dt_s"))
-    every = ctx.frames.gauges([WD_STORMED], roles=["switch"], devices=sorted(set(said["device"].to_list())))
-    return with_intervals(every, KEYS).filter(pl.col("value") >= 0.5)
+    return ctx.frames.timed_gauges(WD_STORMED, min_value=0.5, roles=["switch"])
 
 
 def _nic_side(ctx: Context, p: StormParams) -> pl.DataFrame:
