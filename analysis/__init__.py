@@ -1,4 +1,7 @@
 """`frames.py`: one window's data as polars frames (aligned series, rates, totals), read from the store
+`window_scan.py`: what the window holds, from one scan (metrics present, sources per series, re-sending groups)
+`topology_reads.py`, `window.py`: the window's topology reads (cables, names, placements, collectives); its bounds
+`claims.py`: which of overlapping findings a job's loss goes to; `cnp_peers.py`: where CNPs go
 `fabric.py`: the topology as the analysis sees it (LLDP `links`, tiers, port kinds)
 `episodes.py`: consecutive samples meeting a condition, joined into time spans
 `findings.py`: what a detector reports and how it lands in the `findings` table
