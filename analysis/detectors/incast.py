@@ -28,6 +28,7 @@ cannot be told apart: their senders are reported for both (sampled packets, wher
 from __future__ import annotations
 
 import datetime as dt
+from collections.abc import Sequence
 
 import polars as pl
 
@@ -65,6 +66,18 @@ class IncastParams(FanInParams):
         "one incast is not split in pieces; counted in the series' own intervals, so it holds at any cadence.",
         ge=1,
     )
+    held_load: float = threshold(
+        0.5,
+        "Between saturated spells of one incast, the receiver's port load that still counts as the same incast "
+        "while congestion evidence covers it: DCQCN holds an overload back by cutting each sender's rate by at most "
+        "half per notification, so the port does not fall below half its line rate while the queue marks.",
+        "derivation: DCQCN's reaction point cuts its rate to R_C(1 - alpha/2) with alpha <= 1 (Zhu et al., SIGCOMM "
+        "2015), at most a halving per notification, so senders held back together keep the receiver's port above "
+        "half its line rate while its queue still marks; below half, the senders stopped offering load. It only "
+        "joins saturated spells of one port into one incast, never makes one.",
+        gt=0,
+        le=1,
+    )
     critical_seconds: float = threshold(
         30.0,
         "Incasts at least this long are critical.",
@@ -87,13 +100,44 @@ def upstream_of(fabric: Fabric, fan: FanIn) -> list[str]:
 
 
 def incast_samples(ctx: Context, p: IncastParams) -> pl.DataFrame:
-    """Busy and congested transmit samples of receiver-facing ports (see the module docstring)."""
+    """Busy and congested transmit samples of receiver-facing ports (see the module docstring), with `held`: the
+    number of the port's spell of congested samples at `held_load` or more that each lies in."""
     evidence = downlink_evidence(ctx, p)
     if evidence.is_empty():
         return pl.DataFrame()
     util = port_load(ctx, evidence.select("device", "port").unique(), p.lossless_priorities)
-    saturated = util.filter(pl.col("load") >= p.saturated_load)
-    return congested_samples(ctx, evidence, saturated)
+    held = congested_samples(ctx, evidence, util.filter(pl.col("load") >= min(p.held_load, p.saturated_load)))
+    if held.is_empty():
+        return held
+    spells = episodes(held, ["device", "port"], gap_s=0.0, gap_intervals=p.gap_intervals).with_row_index("held")
+    saturated = held.filter(pl.col("load") >= p.saturated_load)
+    return (
+        saturated.join(spells.select("device", "port", "held", "start", "end"), on=["device", "port"])
+        .filter(pl.col("ts").is_between(pl.col("start"), pl.col("end")))
+        .drop("start", "end")
+    )
+
+
+def _incasts(hot: pl.DataFrame, p: IncastParams, kinds: Sequence[str]) -> pl.DataFrame:
+    """Saturated spells (`gap_intervals` bridged) of at least `min_seconds`, each joined with the port's other
+    saturated spells of one held spell (`held_load`): DCQCN's cuts that dip an incast's port below saturation for a
+    few seconds split no incast in pieces."""
+    aggregations = [
+        pl.col("priority").min().alias("priority"),
+        pl.col("utilization").mean().alias("util"),
+        pl.col("speed_source").first().alias("speed_source"),
+        pl.col("speed_Bps").max().alias("speed_Bps"),
+        *(pl.col(k).max().alias(k) for k in kinds),
+    ]
+    spells = episodes(hot, ["device", "port", "held"], gap_s=0.0, gap_intervals=p.gap_intervals)
+    long_enough = dt.timedelta(seconds=p.min_seconds * READ_JITTER)
+    incast = spells.filter(pl.col("end") - pl.col("start") >= long_enough).select("device", "port", "held").unique()
+    if incast.is_empty():
+        return spells.clear()
+    joined = hot.join(incast, on=["device", "port", "held"], how="semi")
+    # no gap inside one held spell splits it: the whole data's span is a gap longer than any
+    longest = float(hot.select((pl.col("ts").max() - pl.col("ts").min()).dt.total_seconds()).item()) + 1.0
+    return episodes(joined, ["device", "port", "held"], gap_s=longest, aggregations=aggregations)
 
 
 def detect(ctx: Context, p: IncastParams) -> list[Finding]:
@@ -101,19 +145,7 @@ def detect(ctx: Context, p: IncastParams) -> list[Finding]:
     if hot.is_empty():
         return []
     kinds = [k for k in ("watermark", "ecn", "cnp") if k in hot.columns]
-    eps = episodes(
-        hot,
-        ["device", "port"],
-        gap_s=0.0,
-        gap_intervals=p.gap_intervals,
-        aggregations=[
-            pl.col("priority").min().alias("priority"),
-            pl.col("utilization").mean().alias("util"),
-            pl.col("speed_source").first().alias("speed_source"),
-            pl.col("speed_Bps").max().alias("speed_Bps"),
-            *(pl.col(k).max().alias(k) for k in kinds),
-        ],
-    ).filter(pl.col("end") - pl.col("start") >= dt.timedelta(seconds=p.min_seconds * READ_JITTER))
+    eps = _incasts(hot, p, kinds)
     findings = []
     for row in eps.iter_rows(named=True):
         device, port, prio = row["device"], row["port"], int(row["priority"])
