@@ -106,6 +106,10 @@ _TOO_OFTEN = f"changes * {MIN_READS_PER_REFRESH} - (samples - 1)"
 _IN_GROUP = f"OVER (PARTITION BY {_REFRESH_GROUP_COLUMNS})"
 
 
+#: The rows that are no link event counter (`LINK_EVENT_COUNTERS`), as SQL.
+_NOT_LINK_EVENT = f"toString(metric) NOT IN ({', '.join(repr(m) for m in LINK_EVENT_COUNTERS)})"
+
+
 def candidate_series_sql() -> str:
     """Over an aggregation by `SOURCE_SERIES` with columns `samples` (reads) and `changes` (distinct values less one),
     as SQL: whether the row's series is one of a group that may re-send, from counts alone (no ordering, cheap): the
@@ -113,7 +117,7 @@ def candidate_series_sql() -> str:
     `MIN_READS_PER_REFRESH` reads (a counter only grows, so its distinct values less one are its changes); only
     series that changed at all, never a link's event counter (`LINK_EVENT_COUNTERS`). Groups refreshed as often as
     they are read (nearly all) stop here."""
-    return f"""(changes > 0 AND toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
+    return f"""(changes > 0 AND {_NOT_LINK_EVENT}
             AND sum(changes) {_IN_GROUP} >= {MIN_CHANGES} AND max({_TOO_OFTEN}) {_IN_GROUP} <= 0)"""
 
 
@@ -125,7 +129,7 @@ def _candidate_series_sql(rows: str) -> str:
         SELECT concat({SOURCE_SERIES_KEY}) AS key, {candidate_series_sql()} AS candidate
         FROM (
             SELECT {SOURCE_SERIES}, count() AS samples, uniqExact(value) - 1 AS changes FROM ({rows})
-            WHERE toString(metric) NOT IN ({", ".join(repr(m) for m in LINK_EVENT_COUNTERS)})
+            WHERE {_NOT_LINK_EVENT}
             GROUP BY {SOURCE_SERIES}
         )
     )
