@@ -204,9 +204,12 @@ SETTINGS optimize_aggregation_in_order = 1"""  # noqa: S608 - placeholders only
             extra: dict[str, Any] = {}
             if self._candidates is not None:  # counted by the scan: only their samples are read
                 extra["candidates"] = sorted(k for m in metrics for k in self._candidates.get(m, ()))
-                extra["candidate_devices"] = sorted({k.split("|")[1] for k in extra["candidates"]})
-                metrics = sorted({k.split("|")[0] for k in extra["candidates"]})
-                one_source += " AND device IN {candidate_devices:Array(String)}"
+                # ... by their series, the table's sort key: the index reads their granules alone (the devices'
+                # every port and priority of those metrics were ten times as many samples on an hour of 128x8)
+                series = sorted({tuple(k.split("|")[:4]) for k in extra["candidates"]})
+                extra["candidate_series"] = [(m, d, port, int(prio)) for m, d, port, prio in series]
+                metrics = sorted({m for m, *_ in series})
+                one_source += f" AND ({SERIES}) IN {{candidate_series:Array(Tuple(String, String, String, Int8))}}"
             samples = f"""
                 SELECT ts, device, role, port, priority, metric, value, source, raw_name FROM counters
                 WHERE ts >= {{lo:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}

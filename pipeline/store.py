@@ -70,11 +70,13 @@ _PARAM_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\
 
 def _param_text(value: Any, nested: bool = False) -> Any:
     """A parameter as the text ClickHouse parses: datetimes in UTC without offset suffix; arrays as
-    `['a', 'b']` literals with quotes and backslashes escaped (chdb binds only scalars itself); strings
-    in the escaped format, so they match literally."""
+    `['a', 'b']` literals with quotes and backslashes escaped (chdb binds only scalars itself), tuples inside them
+    as `('a', 1)` (an `Array(Tuple(...))`); strings in the escaped format, so they match literally."""
     if isinstance(value, dt.datetime):
         value = value.astimezone(dt.UTC).replace(tzinfo=None) if value.tzinfo else value
         value = value.isoformat(sep=" ")
+    if nested and isinstance(value, tuple):
+        return "(" + ", ".join(str(_param_text(v, nested=True)) for v in value) + ")"
     if isinstance(value, list | tuple):
         return "[" + ", ".join(str(_param_text(v, nested=True)) for v in value) + "]"
     if nested and isinstance(value, str):

@@ -157,6 +157,21 @@ def test_parameters_are_inert(store: Store) -> None:
     assert store.query_arrow("SELECT count() FROM counters").column(0)[0].as_py() == 10
 
 
+def test_arrays_of_tuples_bind_and_stay_inert(store: Store) -> None:
+    """Series named as (metric, device, port, priority) tuples select by the table's sort key (the re-send inference
+    reads its candidates so); a quote inside one is a quote, on either backend."""
+    store.insert("counters", sample_table("counters", 10, device="leaf-1"))
+    row = store.query_arrow("SELECT metric, device, port, priority FROM counters LIMIT 1").to_pylist()[0]
+    sql = (
+        "SELECT count() FROM counters WHERE (metric, device, port, priority) IN "
+        "{series:Array(Tuple(String, String, String, Int8))}"
+    )
+    named = (row["metric"], row["device"], row["port"], row["priority"])
+    evil = (row["metric"], "leaf-1' OR '1'='1", row["port"], row["priority"])
+    assert store.query_arrow(sql, {"series": [named]}).column(0)[0].as_py() >= 1
+    assert store.query_arrow(sql, {"series": [evil]}).column(0)[0].as_py() == 0
+
+
 def test_one_process_owns_a_chdb_directory(tmp_path: Path) -> None:
     owner = ChdbStore(tmp_path / "db")
     with pytest.raises(StoreError, match="in use by another rocescope process"):
