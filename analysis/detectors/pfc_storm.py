@@ -144,6 +144,16 @@ class StormParams(Params):
         "watchdog's restore, a gap in the reads) was not repaired meanwhile; errs toward one finding, not several",
         ge=0,
     )
+    backpressure_fraction: float = threshold(
+        0.5,
+        "A switch port paused this share of a read overlapping an episode is back-pressured: its pauses have cause.",
+        "derivation: a port paused half the time drains at most half its line rate, the congestion bar of "
+        "busy_fraction; a storm's root asserts pause without cause (its own ports flow), while a switch behind a "
+        "storm's spread is itself paused. A slow read (10-30 s) that straddles a storm's edge dilutes a port held "
+        "paused throughout under min_paused_fraction, so the spread's switch looked like a second root",
+        gt=0,
+        le=1,
+    )
     critical_seconds: float = threshold(
         10.0,
         "Storms at least this long are critical.",
@@ -310,6 +320,31 @@ def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
     return out
 
 
+def backpressured(ctx: Context, p: StormParams, stalled: Sequence[Edge]) -> list[Edge]:
+    """Switch ports paused, by their own pause timer or their watchdog's estimate, for `backpressure_fraction` of a
+    read but not stalled through it (each such read one edge): a switch paused so is back-pressured, never a root,
+    and the storm's spread reaches what it pauses through it. Reads already inside a stalled episode of the port
+    add nothing. Gear that counts pause frames only gives no such link (its share rests on an assumed refresh)."""
+    floor = p.backpressure_fraction * 1e6
+    reads = pl.concat(
+        [
+            ctx.frames.rates([PAUSED_US], min_rate=floor, roles=["switch"]),
+            ctx.frames.rates([PAUSED_US_ESTIMATED], min_rate=floor, roles=["switch"]),
+        ]
+    )
+    out = []
+    for device, port, prio, ts, dt_s, rate in reads.select(*KEYS, "ts", "dt_s", "rate").iter_rows():
+        asserter = ctx.fabric.peer(device, port)
+        if asserter is None:
+            continue
+        paused = (device, ctx.fabric.iface(device, port))
+        start = ts - dt.timedelta(seconds=float(dt_s))
+        edge = Edge(paused, asserter, int(prio), start, ts, min(float(rate) / 1e6, 1.0), "pause_duration")
+        if not any(e.paused == paused and e.priority == edge.priority and e.overlaps(edge) for e in stalled):
+            out.append(edge)
+    return out
+
+
 def _overlapping(rates: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> pl.DataFrame:
     """Rate samples whose interval (ts - dt_s, ts] overlaps [start, end]: each series by its own cadence (a
     watchdog's 10 s queue counters reach further past a storm's end than 1 s port counters)."""
@@ -412,10 +447,12 @@ def _nic_stall(ctx: Context, root: str, start: dt.datetime, end: dt.datetime) ->
 
 def detect(ctx: Context, p: StormParams) -> list[Finding]:
     edges = stalled_edges(ctx, p)
+    # the links a stall test misses: a switch paused part of a slow read is behind a spread, not a root
+    links = [*edges, *backpressured(ctx, p, edges)] if edges else edges
     roots = [
         e
         for e in edges
-        if not any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in edges)
+        if not any(o.paused[0] == e.asserter[0] and o.priority == e.priority and o.overlaps(e) for o in links)
         and not _busy_elsewhere(ctx, p, e)
         and e.asserter[0] != "?"
     ]
@@ -430,7 +467,7 @@ def detect(ctx: Context, p: StormParams) -> list[Finding]:
         and ctx.fabric.port_kind(*e.paused) not in ("uplink", "spine")
         and not any(r.priority == e.priority and r.overlaps(e) for r in roots)
     ]
-    findings = [_finding(ctx, p, storm, edges) for storm in _storms(roots, p.merge_gap_s, lambda e: e.asserter[0])]
+    findings = [_finding(ctx, p, storm, links) for storm in _storms(roots, p.merge_gap_s, lambda e: e.asserter[0])]
     findings += [_root_unknown(ctx, p, storm) for storm in _storms(unknown, p.merge_gap_s, lambda e: e.paused)]
     return findings
 
