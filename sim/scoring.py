@@ -3,14 +3,15 @@
 The rules (`rocescope.sim.truth` says what each kind is and where its anchor lies):
 
 * a finding *matches* an incident when it has the incident's kind, names the incident's anchor (one of its
-  anchor ports, or a straggler's host: a finding elsewhere on the same switch sends nobody to the right cable),
-  and its evidence interval (`start`, the read before the evidence, to `end`, the read that last showed it)
-  overlaps the incident widened by the clock error the profile allows (`clock_s`), and nothing more;
+  anchor ports, or a straggler's host: a finding elsewhere on the same switch sends nobody to the right cable)
+  as where its problem is (a microburst's or incast's senders' ports, which it names as context, claim nothing:
+  `claimed_ports`), and its evidence interval (`start`, the read before the evidence, to `end`, the read that
+  last showed it) overlaps the incident widened by the clock error the profile allows (`clock_s`), and nothing
+  more;
 * each incident's *best* finding is its earliest match among the findings located at its anchor (whose first
-  port, where a detector puts what it localizes, is an anchor port), else among all its matches: a microburst or
-  incast finding also names its senders' ports, and the finding at a sender's own receive port is that port's
-  incident's, not a fragment; a finding is true when it is some incident's best; every other finding counts
-  against precision, fragments (a second finding of one incident) included;
+  port, where a detector puts what it localizes, is an anchor port), else among all its matches; a finding is
+  true when it is some incident's best; every other finding counts against precision, fragments (a second
+  finding of one incident) included;
 * incidents that are don't care (near a definition's edge), unobservable (nothing collected could show them) or
   unobservable by the gear's cadence (`Truth.unresolved`) are neither found nor missed, and a finding matching
   only such incidents is neither true nor false; the table shows their shares, apart from the misses;
@@ -131,12 +132,22 @@ def shared_slowdown(f: Finding, truths: Sequence[Truth], clock: dt.timedelta) ->
     )
 
 
+def claimed_ports(f: Finding) -> set[str]:
+    """The ports a finding says its problem is at: its ports less those its evidence names as its senders' (a
+    microburst or incast names the switch ports its senders attach to as context: "bursts into gpu-007 at
+    leaf1:Ethernet24, 6 senders" claims no burst where a sender attaches). The first port, where a detector puts
+    what it localizes, is always claimed."""
+    senders = {s.get("port") for s in f.evidence.get("senders") or () if isinstance(s, dict)}
+    return {p for k, p in enumerate(f.ports) if k == 0 or p not in senders}
+
+
 def names_anchor(f: Finding, t: Truth) -> bool:
-    """Whether the finding names one of the incident's anchor ports (or its anchor host)."""
+    """Whether the finding names one of the incident's anchor ports (or its anchor host) as where its problem is
+    (`claimed_ports`)."""
     anchor = t.anchor or t.ports
     ports = [a for a in anchor if ":" in a]
     hosts = {a for a in anchor if ":" not in a}
-    return bool(set(ports) & set(f.ports)) or bool(hosts & set(f.devices))
+    return bool(set(ports) & claimed_ports(f)) or bool(hosts & set(f.devices))
 
 
 def matches(f: Finding, t: Truth, clock_s: float = 0.0) -> bool:

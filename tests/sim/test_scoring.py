@@ -85,6 +85,29 @@ def test_the_finding_located_at_an_incidents_anchor_is_its_best_not_one_naming_i
     assert (s.recall, s.true_findings, s.fragments, s.precision) == (1.0, 2, 0, 1.0)  # before: 1 true, 1 fragment
 
 
+def test_a_senders_port_a_finding_names_as_context_claims_no_incident_there() -> None:
+    """A burst into gpu-003 whose own incident sits at a definition's edge (don't care) names, as its senders'
+    ports, gpu-001's receive port, where a scored burst has its own finding: the first finding is neither that
+    burst's fragment nor, alone, its detection (an exam draw, 867d8df ideal baseline: 66 such "fragments")."""
+    ports = {h: f"leaf-r0-01:Ethernet{4 * k}" for k, h in enumerate(("gpu-001", "gpu-002", "gpu-003"))}
+
+    def burst(host: str, dont_care: bool = False) -> Truth:
+        at = (ports[host], f"{host}:eth0")
+        return Truth("microburst", T0, T0 + dt.timedelta(seconds=60), (), ("leaf-r0-01",), at, anchor=at,
+                     dont_care=dont_care)  # fmt: skip
+
+    truths = [burst("gpu-001"), burst("gpu-003", dont_care=True)]
+    own = finding("microburst", 0.0, 60.0, (ports["gpu-001"], "gpu-001:eth0"), ())
+    naming = replace(
+        finding("microburst", 0.0, 60.0, (ports["gpu-003"], "gpu-003:eth0", ports["gpu-001"], ports["gpu-002"]), ()),
+        evidence={"senders": [{"nic": f"{h}:eth0", "port": ports[h]} for h in ("gpu-001", "gpu-002")]},
+    )
+    s = score(truths, [own, naming])["microburst"]
+    assert (s.recall, s.true_findings, s.fragments, s.findings, s.precision) == (1.0, 1, 0, 1, 1.0)
+    alone = score(truths, [naming])["microburst"]
+    assert (alone.recall, alone.findings) == (0.0, 0)  # its own incident is don't care: neither true nor false
+
+
 def test_a_clean_baselines_false_findings_are_those_matching_nothing_the_traffic_made() -> None:
     burst = Truth("microburst", T0, T0 + dt.timedelta(seconds=60), (), ("leaf-r0-01",), ("leaf-r0-01:Ethernet0",))
     real = finding("microburst", 0.0, 60.0, ("leaf-r0-01:Ethernet0",), ())  # a tree parent's fan-in, labelled
