@@ -50,7 +50,9 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
-  handled in the busier of the two buckets the edge joins):
+  handled in the busier of the two buckets the edge joins); every episode's loss, summed, must exceed what the
+  reads at its two outer edges could move (inside it, a read straddling an edge counts on one side or the other,
+  in the sum alike):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -204,12 +206,15 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
 
 def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
     """Per bucket: CNPs sent, handled and lost fabric-wide, and `read_skew`, the most the NICs' read instants can
-    move between a bucket and its neighbours: the read that straddles an edge carries at most its interval's worth
-    of counts at the rate around that edge, which is the busier of the two buckets it joins (the longest read
-    interval over the bucket, of what was sent and handled; at an incast's first or last bucket the rate on the
-    far side of the edge is the incast's, not the bucket's mostly quiet average)."""
+    move between a bucket and its neighbours (`skew_before`, `skew_after`: per edge): the read that straddles an
+    edge carries at most its interval's worth of counts at the rate around that edge, which is the busier of the
+    two buckets it joins (the longest read interval over the bucket; at an incast's first or last bucket the rate
+    on the far side of the edge is the incast's, not the bucket's mostly quiet average). A read counts what it
+    read in the bucket it ends in, so reads only ever carry counts forward, the sender's and the receiver's alike:
+    at one edge the balance moves by the difference of two such carries, at most one read of the larger of what
+    was sent and what was handled (a CNP is handled microseconds after it is sent), not of both."""
     share = pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
-    moved = pl.col("fabric_sent") + pl.col("fabric_handled")
+    moved = pl.max_horizontal("fabric_sent", "fabric_handled")
     step = dt.timedelta(seconds=bucket_s)
     neighbour = {
         side: pl.when((pl.col("bucket") - pl.col("bucket").shift(k)).abs() == step).then(moved.shift(k)).otherwise(0.0)
@@ -226,10 +231,10 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
         .sort("bucket")
         .with_columns(
             (pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"),
-            (
-                share * (pl.max_horizontal(moved, neighbour["before"]) + pl.max_horizontal(moved, neighbour["after"]))
-            ).alias("read_skew"),
+            (share * pl.max_horizontal(moved, neighbour["before"])).alias("skew_before"),
+            (share * pl.max_horizontal(moved, neighbour["after"])).alias("skew_after"),
         )
+        .with_columns((pl.col("skew_before") + pl.col("skew_after")).alias("read_skew"))
         .drop("_longest")
     )
 
@@ -332,6 +337,8 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
             .sort()
             .alias("shared_jobs"),
             (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
+            pl.col("skew_before").sort_by("ts").first().alias("skew_in"),
+            pl.col("skew_after").sort_by("ts").last().alias("skew_out"),
         ],
     )
     findings = []
@@ -340,6 +347,11 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
         seconds = (end - start).total_seconds()
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender)
         if seconds < (p.bucket_s if row["beyond_skew"] else max(p.min_seconds, p.bucket_s)) - 1e-6:
+            continue
+        # summed over the episode, the reads straddling its inner edges count on both sides alike; those at its
+        # outer edges do not, so the loss must exceed what they could move (641 CNPs "lost" of a million sent
+        # in 20 s is a read landing in the next bucket, not a deaf NIC)
+        if row["fabric_lost"] <= row["skew_in"] + row["skew_out"]:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]
         expected = row["peer_handled_rate"] * seconds
