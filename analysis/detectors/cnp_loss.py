@@ -50,9 +50,11 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
-  handled in the busier of the two buckets the edge joins); every episode's loss, summed, must exceed what the
-  reads at its two outer edges could move (inside it, a read straddling an edge counts on one side or the other,
-  in the sum alike):
+  handled in the busier of the two buckets the edge joins); every episode's loss, summed, must stand out of the
+  balance's own jitter (`jitter_factor` times the median size of the window's bucket balances: steady rates read
+  at other instants and stamped by other clocks leave every bucket a few counts off, either way) and still stand
+  at the window's end (`min_kept_share`: a CNP counted late at a step of the rate is counted after all, and the
+  balance swings back; a lost one never is):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -149,6 +151,23 @@ class CnpLossParams(Params):
     )
     lossless_priorities: tuple[int, ...] = lossless_threshold(
         "Priorities that run PFC (RoCE traffic).",
+    )
+    jitter_factor: float = threshold(
+        4.0,
+        "A loss at a NIC must exceed this many times the balance's own jitter (median bucket imbalance).",
+        "derivation: summed over an episode, a steady balance's read-timing errors cancel at its inner edges and leave "
+        "about one bucket's; the median of a symmetric error's size is 0.67 sigma, so 4 medians is 2.7 sigma (a 0.4% "
+        "one-sided chance that jitter alone makes the loss).",
+        ge=0,
+    )
+    min_kept_share: float = threshold(
+        0.5,
+        "Share of a NIC's loss the fabric's balance must still lack at the window's end.",
+        "derivation: counters are cumulative, so a CNP a NIC counted late (its read or its clock behind the others "
+        "at a step of the rate) is counted after all and the balance swings back, while a lost one never is; half "
+        "leaves room for the jitter of the buckets after it.",
+        ge=0,
+        le=1,
     )
     critical_seconds: float = threshold(
         60.0,
@@ -316,7 +335,16 @@ def _notified(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame
     return hit.select("bucket", "device", "netdev").unique().with_columns(pl.lit(True).alias("notified"))
 
 
-def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Finding]:
+def _jitter(balance: pl.DataFrame) -> float:
+    """The balance's typical error from its reads' timing: the median size of the window's bucket balances while CNPs
+    are sent (steady rates read at other instants and stamped by other clocks move a few counts across each edge,
+    either way; a loss is the exception, so the median is the jitter's)."""
+    moving = balance.filter(pl.col("fabric_sent") > 0)
+    return float(moving["fabric_lost"].abs().median() or 0.0) if moving.height else 0.0
+
+
+def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl.DataFrame) -> list[Finding]:
+    jitter = _jitter(balance)
     bad = bad.with_columns(pl.col("bucket_end").alias("ts"), pl.lit(p.bucket_s).alias("dt_s"))
     eps = episodes(
         bad,
@@ -337,8 +365,6 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
             .sort()
             .alias("shared_jobs"),
             (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
-            pl.col("skew_before").sort_by("ts").first().alias("skew_in"),
-            pl.col("skew_after").sort_by("ts").last().alias("skew_out"),
         ],
     )
     findings = []
@@ -348,10 +374,12 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame) -> list[Fin
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender)
         if seconds < (p.bucket_s if row["beyond_skew"] else max(p.min_seconds, p.bucket_s)) - 1e-6:
             continue
-        # summed over the episode, the reads straddling its inner edges count on both sides alike; those at its
-        # outer edges do not, so the loss must exceed what they could move (641 CNPs "lost" of a million sent
-        # in 20 s is a read landing in the next bucket, not a deaf NIC)
-        if row["fabric_lost"] <= row["skew_in"] + row["skew_out"]:
+        # the loss must stand out of the balance's own jitter (641 CNPs "lost" in 20 s of a million sent, where
+        # every bucket is a few hundred off either way, is the reads' timing, not a deaf NIC), and still stand at the
+        # window's end: a CNP a NIC counted late (a read or a clock behind the others at a rate's step) is counted
+        # after all, a lost one never is
+        later = balance.filter(pl.col("bucket") >= row["start"])["fabric_lost"].sum()
+        if row["fabric_lost"] <= p.jitter_factor * jitter or later < p.min_kept_share * row["fabric_lost"]:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]
         expected = row["peer_handled_rate"] * seconds
@@ -532,7 +560,7 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
         return []
     balance = _balance(nic, p.bucket_s)
     bad = _suspects(ctx, p, nic, _verifiable(ctx, nic, balance))
-    findings = _nic_findings(ctx, p, bad) if not bad.is_empty() else []
+    findings = _nic_findings(ctx, p, bad, balance) if not bad.is_empty() else []
     return findings + _fabric_findings(ctx, p, nic, balance, bad)
 
 
