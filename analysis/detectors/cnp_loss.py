@@ -339,8 +339,8 @@ def _jitter(balance: pl.DataFrame) -> float:
     """The balance's typical error from its reads' timing: the median size of the window's bucket balances while CNPs
     are sent (steady rates read at other instants and stamped by other clocks move a few counts across each edge,
     either way; a loss is the exception, so the median is the jitter's)."""
-    moving = balance.filter(pl.col("fabric_sent") > 0)
-    return float(moving["fabric_lost"].abs().median() or 0.0) if moving.height else 0.0
+    size = balance.filter(pl.col("fabric_sent") > 0).select(pl.col("fabric_lost").abs().median()).item()
+    return float(size) if size is not None else 0.0
 
 
 def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl.DataFrame) -> list[Finding]:
