@@ -225,15 +225,12 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
 
 def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
     """Per bucket: CNPs sent, handled and lost fabric-wide, and `read_skew`, the most the NICs' read instants can
-    move between a bucket and its neighbours (`skew_before`, `skew_after`: per edge): the read that straddles an
-    edge carries at most its interval's worth of counts at the rate around that edge, which is the busier of the
-    two buckets it joins (the longest read interval over the bucket; at an incast's first or last bucket the rate
-    on the far side of the edge is the incast's, not the bucket's mostly quiet average). A read counts what it
-    read in the bucket it ends in, so reads only ever carry counts forward, the sender's and the receiver's alike:
-    at one edge the balance moves by the difference of two such carries, at most one read of the larger of what
-    was sent and what was handled (a CNP is handled microseconds after it is sent), not of both."""
+    move between a bucket and its neighbours: the read that straddles an edge carries at most its interval's worth
+    of counts at the rate around that edge, which is the busier of the two buckets it joins (the longest read
+    interval over the bucket, of what was sent and handled; at an incast's first or last bucket the rate on the
+    far side of the edge is the incast's, not the bucket's mostly quiet average)."""
     share = pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
-    moved = pl.max_horizontal("fabric_sent", "fabric_handled")
+    moved = pl.col("fabric_sent") + pl.col("fabric_handled")
     step = dt.timedelta(seconds=bucket_s)
     neighbour = {
         side: pl.when((pl.col("bucket") - pl.col("bucket").shift(k)).abs() == step).then(moved.shift(k)).otherwise(0.0)
@@ -250,10 +247,10 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
         .sort("bucket")
         .with_columns(
             (pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"),
-            (share * pl.max_horizontal(moved, neighbour["before"])).alias("skew_before"),
-            (share * pl.max_horizontal(moved, neighbour["after"])).alias("skew_after"),
+            (
+                share * (pl.max_horizontal(moved, neighbour["before"]) + pl.max_horizontal(moved, neighbour["after"]))
+            ).alias("read_skew"),
         )
-        .with_columns((pl.col("skew_before") + pl.col("skew_after")).alias("read_skew"))
         .drop("_longest")
     )
 
