@@ -51,8 +51,8 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
   handled in the busier of the two buckets the edge joins); every episode's loss, summed, must stand out of the
-  balance's own jitter (`jitter_factor` times the median size of the window's bucket balances: steady rates read
-  at other instants and stamped by other clocks leave every bucket a few counts off, either way) and still stand
+  balance's own jitter (`jitter_factor` times the median size of the window's other bucket balances: steady rates
+  read at other instants and stamped by other clocks leave every bucket a few counts off, either way) and still stand
   at the window's end (`min_kept_share`: a CNP counted late at a step of the rate is counted after all, and the
   balance swings back; a lost one never is):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
@@ -332,16 +332,17 @@ def _notified(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame
     return hit.select("bucket", "device", "netdev").unique().with_columns(pl.lit(True).alias("notified"))
 
 
-def _jitter(balance: pl.DataFrame) -> float:
-    """The balance's typical error from its reads' timing: the median size of the window's bucket balances while CNPs
-    are sent (steady rates read at other instants and stamped by other clocks move a few counts across each edge,
-    either way; a loss is the exception, so the median is the jitter's)."""
-    size = balance.filter(pl.col("fabric_sent") > 0).select(pl.col("fabric_lost").abs().median()).item()
+def _jitter(balance: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> float:
+    """The balance's typical error from its reads' timing: the median size of its bucket balances outside [start,
+    end) while CNPs are sent (steady rates read at other instants and stamped by other clocks move a few counts across
+    each edge, either way); 0 where no other bucket carries CNPs (an incast's CNPs may all fall in its own buckets:
+    then the loss is all there is, and no jitter is shown)."""
+    outside = balance.filter(pl.col("fabric_sent") > 0, (pl.col("bucket") < start) | (pl.col("bucket") >= end))
+    size = outside.select(pl.col("fabric_lost").abs().median()).item()
     return float(size) if size is not None else 0.0
 
 
 def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl.DataFrame) -> list[Finding]:
-    jitter = _jitter(balance)
     bad = bad.with_columns(pl.col("bucket_end").alias("ts"), pl.lit(p.bucket_s).alias("dt_s"))
     eps = episodes(
         bad,
@@ -376,6 +377,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         # window's end: a CNP a NIC counted late (a read or a clock behind the others at a rate's step) is counted
         # after all, a lost one never is
         later = balance.filter(pl.col("bucket") >= row["start"])["fabric_lost"].sum()
+        jitter = _jitter(balance, row["start"], row["end"])
         if row["fabric_lost"] <= p.jitter_factor * jitter or later < p.min_kept_share * row["fabric_lost"]:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]

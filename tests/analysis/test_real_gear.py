@@ -555,3 +555,20 @@ def test_a_balance_off_by_less_than_its_reads_can_move_is_no_cnp_loss(
     else:
         (loss,) = losses
         assert loss.devices == ("gpu-01",) and loss.evidence["cnp_handled"] == 0, loss.summary
+
+
+def test_a_partial_loss_in_the_only_bucket_with_cnps_is_found(store: Store, now: dt.datetime) -> None:
+    """A short incast whose CNPs all fall in one 10 s bucket: gpu-01 handles a tenth of what it is sent, gpu-02
+    all of it. That bucket's loss is the only imbalance the window has, so it is no measure of the balance's jitter
+    (an exam draw, af9a3ee arista cnp_loss_partial: the loss was its own "jitter" and the finding was dropped)."""
+    t = Telemetry(now.replace(second=now.second - now.second % 10), 180)
+    fabric(t)
+    on = (61.0, 69.0)  # inside the bucket from 60 s
+    t.counter("gpu-09", "nic", "mlx5_0/1", "cnp_sent", steps((*on, 4000.0)), nic_clock(9))
+    t.counter("gpu-01", "nic", "mlx5_0/1", "cnp_handled", steps((*on, 200.0)), nic_clock(1))
+    t.counter("gpu-02", "nic", "mlx5_0/1", "cnp_handled", steps((*on, 2000.0)), nic_clock(2))
+    t.counter("gpu-01", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 1e4)), nic_clock(1), priority=3)
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.devices == ("gpu-01",) and loss.evidence["handled_share"] < 0.2, loss.summary
