@@ -195,13 +195,11 @@ def _held_paused(ctx: Context, p: StormParams) -> pl.DataFrame:
         return frame.select(*KEYS, "ts", "dt_s", fraction.alias("paused_fraction"), pl.lit(evidence).alias("evidence"))
 
     unknown = pl.lit(None, pl.Float64)
-    # a share of time, at most all of it (two clocks stamp the counter and its read: 1.02 s paused in a second)
-    share = pl.min_horizontal(pl.col("rate"), pl.lit(1e6)).alias("rate")
+    stall = pl.col("rate") >= p.min_paused_fraction * 1e6
     timed = frames.reporting(PAUSED_US)
-    duration = frames.rates([PAUSED_US], min_rate=p.min_paused_fraction * 1e6).with_columns(share)
+    duration = _pause_time(ctx, p, PAUSED_US).filter(stall)
     # the device's own estimate where it has no timer; pause frames only where it gives neither
-    estimated = frames.rates([PAUSED_US_ESTIMATED], min_rate=p.min_paused_fraction * 1e6).with_columns(share)
-    estimated = estimated.filter(~pl.col("device").is_in(sorted(timed)))
+    estimated = _pause_time(ctx, p, PAUSED_US_ESTIMATED).filter(stall, ~pl.col("device").is_in(sorted(timed)))
     timed |= frames.reporting(PAUSED_US_ESTIMATED)
     pause_frames = frames.rates([PAUSE_FRAMES], min_rate=p.min_pause_frames_per_s)
     pause_frames = pause_frames.filter(~pl.col("device").is_in(sorted(timed)))
@@ -320,28 +318,49 @@ def stalled_edges(ctx: Context, p: StormParams) -> list[Edge]:
     return out
 
 
+def _pause_time(ctx: Context, p: StormParams, metric: str) -> pl.DataFrame:
+    """Reads of a pause-time counter (`PAUSED_US` or `PAUSED_US_ESTIMATED`) covering at least the lower of the stall
+    and back-pressure bars of their interval, as shares capped at all of it: one read serves both tests."""
+    floor = min(p.min_paused_fraction, p.backpressure_fraction) * 1e6
+    # a share of time, at most all of it (two clocks stamp the counter and its read: 1.02 s paused in a second)
+    return ctx.frames.rates([metric], min_rate=floor).with_columns(pl.min_horizontal(pl.col("rate"), pl.lit(1e6)))
+
+
 def backpressured(ctx: Context, p: StormParams, stalled: Sequence[Edge]) -> list[Edge]:
-    """Switch ports paused, by their own pause timer or their watchdog's estimate, for `backpressure_fraction` of a
-    read but not stalled through it (each such read one edge): a switch paused so is back-pressured, never a root,
-    and the storm's spread reaches what it pauses through it. Reads already inside a stalled episode of the port
-    add nothing. Gear that counts pause frames only gives no such link (its share rests on an assumed refresh)."""
-    floor = p.backpressure_fraction * 1e6
-    reads = pl.concat(
-        [
-            ctx.frames.rates([PAUSED_US], min_rate=floor, roles=["switch"]),
-            ctx.frames.rates([PAUSED_US_ESTIMATED], min_rate=floor, roles=["switch"]),
-        ]
+    """Switch ports paused, by their own pause timer or their watchdog's estimate, for `backpressure_fraction` of
+    their reads but not stalled through them, as episodes (`gap_intervals` bridged): a switch paused so is
+    back-pressured, never a root, and the storm's spread reaches what it pauses through it. Reads inside a stalled
+    episode of the port add nothing. Gear that counts pause frames only gives no such link (its share rests on an
+    assumed refresh)."""
+    reads = pl.concat([_pause_time(ctx, p, m) for m in (PAUSED_US, PAUSED_US_ESTIMATED)])
+    reads = reads.filter(pl.col("role") == "switch", pl.col("rate") >= p.backpressure_fraction * 1e6)
+    if reads.is_empty():
+        return []
+    reads = with_ifaces(reads, ctx.fabric).with_row_index("_read")
+    if stalled:
+        spans = pl.DataFrame(
+            [(e.paused[0], e.paused[1], e.priority, e.start, e.end) for e in stalled],
+            schema=["device", "iface", "priority", "_from", "_to"],
+            orient="row",
+        ).with_columns(
+            pl.col("priority").cast(reads.schema["priority"]), pl.col("_from", "_to").cast(reads.schema["ts"])
+        )
+        inside = reads.join(spans, on=["device", "iface", "priority"]).filter(
+            pl.col("ts") - _seconds(pl.col("dt_s")) <= pl.col("_to"), pl.col("ts") >= pl.col("_from")
+        )
+        reads = reads.join(inside.select("_read"), on="_read", how="anti")
+    eps = episodes(
+        reads,
+        ["device", "iface", "priority"],
+        gap_s=0.0,
+        gap_intervals=p.gap_intervals,
+        aggregations=[(pl.col("rate") / 1e6).mean().alias("paused_fraction")],
     )
     out = []
-    for device, port, prio, ts, dt_s, rate in reads.select(*KEYS, "ts", "dt_s", "rate").iter_rows():
-        asserter = ctx.fabric.peer(device, port)
-        if asserter is None:
-            continue
-        paused = (device, ctx.fabric.iface(device, port))
-        start = ts - dt.timedelta(seconds=float(dt_s))
-        edge = Edge(paused, asserter, int(prio), start, ts, min(float(rate) / 1e6, 1.0), "pause_duration")
-        if not any(e.paused == paused and e.priority == edge.priority and e.overlaps(edge) for e in stalled):
-            out.append(edge)
+    for device, iface, prio, start, end, _n, frac in eps.iter_rows():
+        asserter = ctx.fabric.peer(device, iface)
+        if asserter is not None:
+            out.append(Edge((device, iface), asserter, int(prio), start, end, float(frac), "pause_duration"))
     return out
 
 
