@@ -34,9 +34,12 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   at rates spread over decades by its flows' paths; where they are not read, it is all there is (it was marked,
   and handled less). Suspects are taken in order of their shortfall, each explained by what the bigger ones left
   of the lost CNPs (`min_lost_share` of its own shortfall), so a NIC that merely sees less congestion than its
-  job-mates is not blamed for a loss another NIC explains. Only CNPs nobody could have handled
-  count as lost here: what NICs with a queue pair to a peer that counts no CNPs (a storage array nobody monitors;
-  peers named by `endpoints` or by the pair's other end reporting it) sent is taken out, a lower bound on the loss;
+  job-mates is not blamed for a loss another NIC explains: first of the CNPs lost in its neighbourhood where its
+  queue pairs are known (the NICs they join it to, transitively: a notification point sends its CNPs to its pairs'
+  other ends, so a NIC on a rail whose CNPs were all handled explains no loss on another rail), then of the
+  fabric's. Only CNPs nobody could have handled count as lost here: what NICs with a queue pair to a peer that counts
+  no CNPs (a storage array nobody monitors; peers named by `endpoints` or by the pair's other end reporting it) sent
+  is taken out, a lower bound on the loss;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
   them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
@@ -50,7 +53,8 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
-  handled in the busier of the two buckets the edge joins); every episode's loss, summed, must stand out of the
+  handled in the busier of the two buckets the edge joins), or where the window runs on past the episode by its
+  longest read, so that every read straddling its end has landed; every episode's loss, summed, must stand out of the
   balance's own jitter (`jitter_factor` times the median size of the window's other bucket balances: steady rates
   read at other instants and stamped by other clocks leave every bucket a few counts off, either way) and still stand
   at the window's end (`min_kept_share`: a CNP counted late at a step of the rate is counted after all, and the
@@ -90,9 +94,11 @@ class CnpLossParams(Params):
     )
     min_seconds: float = threshold(
         20.0,
-        "A loss must last at least this long, unless it exceeds the read skew in each of its buckets.",
+        "A loss must last at least this long, unless it exceeds the read skew in each of its buckets or the window "
+        "holds every read that straddles its end.",
         "derivation: two consecutive 10 s buckets (twice bucket_s), so one bucket's read skew or one late read "
-        "cannot make a finding on its own; a loss larger than a read at each edge of the bucket could move is none.",
+        "cannot make a finding on its own; a loss larger than a read at each edge of the bucket could move is none, "
+        "and one that still stands once every read straddling its end has landed is no late read either.",
         ge=0,
     )
     max_handled_ratio: float = threshold(
@@ -229,7 +235,7 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
     of counts at the rate around that edge, which is the busier of the two buckets it joins (the longest read
     interval over the bucket, of what was sent and handled; at an incast's first or last bucket the rate on the
     far side of the edge is the incast's, not the bucket's mostly quiet average)."""
-    share = pl.col("_longest").clip(upper_bound=bucket_s) / bucket_s
+    share = pl.col("bucket_longest_read_s").clip(upper_bound=bucket_s) / bucket_s
     moved = pl.col("fabric_sent") + pl.col("fabric_handled")
     step = dt.timedelta(seconds=bucket_s)
     neighbour = {
@@ -242,7 +248,7 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
             pl.col(SENT).sum().alias("fabric_sent"),
             pl.col(HANDLED).sum().alias("fabric_handled"),
             pl.col("seconds").max().alias("bucket_seconds"),
-            pl.col("longest_read_s").max().alias("_longest"),
+            pl.col("longest_read_s").max().alias("bucket_longest_read_s"),
         )
         .sort("bucket")
         .with_columns(
@@ -251,7 +257,6 @@ def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
                 share * (pl.max_horizontal(moved, neighbour["before"]) + pl.max_horizontal(moved, neighbour["after"]))
             ).alias("read_skew"),
         )
-        .drop("_longest")
     )
 
 
@@ -299,7 +304,8 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
         | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
         | (pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent")))
     )
-    nic = nic.join(_notified(ctx, p, nic), on=["bucket", "device", "netdev"], how="left").with_columns(
+    edges = _qp_edges(ctx, nic)
+    nic = nic.join(_notified(p, nic, edges), on=["bucket", "device", "netdev"], how="left").with_columns(
         pl.col("notified").fill_null(False)
     )
     rows = nic.join(peers, on=["bucket", "device", "netdev"]).filter(
@@ -308,27 +314,64 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     rows = rows.with_columns(
         ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall")
     ).sort(["bucket", "shortfall", "device", "netdev"], descending=[False, True, False, False])  # ties: by name
-    # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them
-    left = pl.col("fabric_lost") - (pl.col("shortfall").cum_sum() - pl.col("shortfall")).over("bucket")
-    return rows.filter(left >= p.min_lost_share * pl.col("shortfall"))
+    # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them,
+    # first of the CNPs lost in its own neighbourhood (where its queue pairs are known), then of the fabric's
+    rows = rows.join(_neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
+    lost = pl.min_horizontal("fabric_lost", pl.col("hood_lost").fill_null(pl.col("fabric_lost")))
+    before = pl.col("shortfall").cum_sum() - pl.col("shortfall")
+    rows = rows.filter(lost - before.over("bucket", "hood") >= p.min_lost_share * pl.col("shortfall"))
+    return rows.filter(pl.col("fabric_lost") - before.over("bucket") >= p.min_lost_share * pl.col("shortfall"))
 
 
-def _notified(ctx: Context, p: CnpLossParams, nic: pl.DataFrame) -> pl.DataFrame:
-    """(bucket, device, netdev, notified) of the NICs with a queue pair (`qp_peers`) to a NIC that sent at least
-    `min_peer_handled_rate` CNPs/s in the bucket: the CNPs of a notification point go to the senders of what it saw
-    marked, its queue pairs' other ends."""
+def _qp_edges(ctx: Context, nic: pl.DataFrame) -> pl.DataFrame:
+    """(device, netdev, peer, peer_netdev): the NICs' queue pairs (`qp_peers`), each end named by its NIC where the
+    job placements (`endpoints`) know the remote address."""
+    schema = {"device": pl.String(), "netdev": pl.String(), "peer": pl.String(), "peer_netdev": pl.String()}
     qps = ctx.frames.qp_peers()
-    schema = {"bucket": nic.schema["bucket"], "device": pl.String(), "netdev": pl.String(), "notified": pl.Boolean()}
     if qps.is_empty():
         return pl.DataFrame(schema=schema)
     ip = ctx.frames.endpoints().select(pl.col("host").alias("peer"), pl.col("netdev").alias("peer_netdev"), "ip")
+    ends = nic.select("device", "netdev", pl.col("port").str.split("/").list.first().alias("rdma_dev")).unique()
+    pairs = qps.select(pl.col("host").alias("device"), "rdma_dev", pl.col("dest_ip").alias("ip")).unique()
+    return ends.join(pairs, on=["device", "rdma_dev"]).join(ip, on="ip").select(*schema).unique()
+
+
+def _neighbourhood_losses(nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
+    """(bucket, device, netdev, hood, hood_lost): each NIC's CNP neighbourhood (the NICs its queue pairs connect it
+    to, transitively) and the CNPs sent and never handled in it per bucket. A notification point sends its CNPs to
+    its queue pairs' other ends, so a CNP sent in one neighbourhood is handled in it or lost: a NIC whose
+    neighbourhood's balance is whole (another rail's, its CNPs all handled by the NICs they went to) explains none of
+    the fabric's loss, however few it handled."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(n: tuple[str, str]) -> tuple[str, str]:
+        while (up := parent.setdefault(n, n)) != n:
+            parent[n] = parent.get(up, up)  # path halving
+            n = up
+        return n
+
+    for device, netdev, peer, peer_netdev in edges.iter_rows():
+        a, b = root((device, netdev)), root((peer, peer_netdev))
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    hoods = pl.DataFrame(
+        [(d, n, "/".join(root((d, n)))) for d, n in list(parent)],
+        schema={"device": pl.String(), "netdev": pl.String(), "hood": pl.String()},
+        orient="row",
+    )
+    rows = nic.join(hoods, on=["device", "netdev"])
+    lost = rows.group_by("bucket", "hood").agg((pl.col(SENT) - pl.col(HANDLED)).sum().alias("hood_lost"))
+    return rows.select("bucket", "device", "netdev", "hood").join(lost, on=["bucket", "hood"])
+
+
+def _notified(p: CnpLossParams, nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
+    """(bucket, device, netdev, notified) of the NICs with a queue pair to a NIC that sent at least
+    `min_peer_handled_rate` CNPs/s in the bucket: the CNPs of a notification point go to the senders of what it saw
+    marked, its queue pairs' other ends."""
     notifying = nic.filter(pl.col(SENT) / pl.col("seconds") >= p.min_peer_handled_rate).select(
         "bucket", pl.col("device").alias("peer"), pl.col("netdev").alias("peer_netdev")
     )
-    ends = nic.select("bucket", "device", "netdev", pl.col("port").str.split("/").list.first().alias("rdma_dev"))
-    pairs = qps.select(pl.col("host").alias("device"), "rdma_dev", pl.col("dest_ip").alias("ip")).unique()
-    hit = ends.join(pairs, on=["device", "rdma_dev"]).join(ip, on="ip")
-    hit = hit.join(notifying, on=["bucket", "peer", "peer_netdev"])
+    hit = edges.join(notifying, on=["peer", "peer_netdev"])
     return hit.select("bucket", "device", "netdev").unique().with_columns(pl.lit(True).alias("notified"))
 
 
@@ -363,22 +406,28 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             .sort()
             .alias("shared_jobs"),
             (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
+            pl.col("bucket_longest_read_s").max().alias("longest_read_s"),
         ],
     )
     findings = []
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
         seconds = (end - start).total_seconds()
-        # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender)
-        if seconds < (p.bucket_s if row["beyond_skew"] else max(p.min_seconds, p.bucket_s)) - 1e-6:
-            continue
         # the loss must stand out of the balance's own jitter (641 CNPs "lost" in 20 s of a million sent, where
         # every bucket is a few hundred off either way, is the reads' timing, not a deaf NIC), and still stand at the
         # window's end: a CNP a NIC counted late (a read or a clock behind the others at a rate's step) is counted
-        # after all, a lost one never is
-        later = balance.filter(pl.col("bucket") >= row["start"])["fabric_lost"].sum()
+        # after all, a lost one never is; nor one counted early, in the bucket before (where that one shows a surplus)
+        lost = balance["fabric_lost"]
+        early = min(0.0, float(lost.filter(balance["bucket"] == row["start"] - dt.timedelta(seconds=p.bucket_s)).sum()))
+        later = float(lost.filter(balance["bucket"] >= row["start"]).sum()) + early
         jitter = _jitter(balance, row["start"], row["end"])
         if row["fabric_lost"] <= p.jitter_factor * jitter or later < p.min_kept_share * row["fabric_lost"]:
+            continue
+        # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender), or where
+        # the reads that straddle its end have all landed inside the window, so that what still stands at its end is
+        # no read's timing
+        settled = (ctx.window.end - row["end"]).total_seconds() >= row["longest_read_s"]
+        if seconds < (p.bucket_s if row["beyond_skew"] or settled else max(p.min_seconds, p.bucket_s)) - 1e-6:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]
         expected = row["peer_handled_rate"] * seconds
