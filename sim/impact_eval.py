@@ -153,7 +153,7 @@ def impact_scores(runs: Sequence[RunOutcome]) -> dict[str, ImpactScore]:
         for kind, s in score_run(best, o.findings).items():
             total.setdefault(kind, ImpactScore(kind)).add(s)
         for t in o.truths:  # stragglers not found count too: found at the right host is the score
-            if t.kind == STRAGGLER:
+            if t.kind == STRAGGLER and t.scored:
                 total.setdefault(t.kind, ImpactScore(t.kind)).stragglers += 1
     return dict(sorted(total.items()))
 

@@ -27,6 +27,7 @@ from rocescope.sim.impact import Impact, incident_impacts
 from rocescope.sim.jobs import Flow, Job, JobSpec, Pod, collective_flows
 from rocescope.sim.roce import QpAllocator
 from rocescope.sim.scenario import JobModel, Scenario, ScenarioError, message_bytes
+from rocescope.sim.scoring import SLOWDOWN
 from rocescope.sim.topology import Topology
 from rocescope.sim.traffic import BACKGROUND_NS, ENDLESS, ExtraTraffic
 
@@ -58,6 +59,8 @@ class World:
     #: switch off)
     ledger: Ledger | None = None
     emergent: list[GroundTruth] = field(default_factory=list)
+    #: the jobs of the scenario's `traffic:` entries (storage reads, checkpoint writes: no incident)
+    traffic_jobs: list[str] = field(default_factory=list)
 
     @property
     def training_jobs(self) -> list[Job]:
@@ -136,6 +139,7 @@ class World:
         imbalance = self.ledger.imbalance()
         self._label_fan_in(congestion)
         self._label_imbalance(imbalance)
+        self._label_contention(lossless)
         for ev in [*imbalance, *congestion]:
             where = f"{ev.port.device}:{ev.port.name}"
             if ev.kind == "ecmp_imbalance":
@@ -210,6 +214,21 @@ class World:
             else:
                 self.truth[i] = replace(t, observable=False, description=f"{t.description}; its member never ran "
                                         "hot while its siblings had room (unobservable)")  # fmt: skip
+
+    def _label_contention(self, lossless: int) -> None:
+        """Traffic that is no incident (a `traffic:` entry: storage reads, a checkpoint restore) slows the training
+        jobs whose flows share a link with it while it runs: their collectives wait for the bandwidth it takes, yet
+        no kind the detectors name describes it. A slowdown of such a job then is neither right nor wrong: a
+        don't-care `unexplained_slowdown` (no host: the whole job), as `sim.scoring.shared_slowdown` reads it."""
+        training = {j.job_id for j in self.training_jobs}
+        paths = [(flow.job_id, {p.id for p in self.engine.flow_path(f)}) for f, flow in enumerate(self.engine.flows)]
+        for job_id in self.traffic_jobs:
+            lo, hi = self.windows.get(job_id, (0.0, self.duration_s))
+            theirs = set().union(*(ports for j, ports in paths if j == job_id))
+            slowed = tuple(dict.fromkeys(j for j, ports in paths if j in training and ports & theirs))
+            if slowed and hi > lo:
+                what = f"contention: {job_id}'s traffic shares links with {', '.join(slowed)} (don't care)"
+                self.emergent.append(GroundTruth(SLOWDOWN, lo, hi, slowed, (), (), lossless, what, dont_care=True))
 
     def _jobs_crossing(self, ev: Event) -> tuple[str, ...]:
         """Placed jobs with a flow crossing the event's port while it lasted."""
@@ -359,6 +378,7 @@ def build_world(
     for (k, bg), (_, job, _) in zip(background, extra.background, strict=True):
         _named(scenario, f"traffic.{k} ({bg.name})", arming.window, engine, job.job_id, bg.start, arming.end_of(bg))
         world.windows[job.job_id] = (bg.start, arming.end_of(bg))
+        world.traffic_jobs.append(job.job_id)
     return world
 
 

@@ -119,12 +119,13 @@ def _in_time(f: Finding, t: Truth, clock: dt.timedelta) -> bool:
 
 def shared_slowdown(f: Finding, truths: Sequence[Truth], clock: dt.timedelta) -> bool:
     """Whether `f` is a slowdown of a whole job (no straggler named) while an incident of another kind that
-    concerns the job lasted (its victims where measured, else its jobs)."""
+    concerns the job lasted (its victims where measured, else its jobs), or traffic that is no incident shared the
+    job's links (a don't-care slowdown: `World._label_contention`)."""
     if f.kind != SLOWDOWN or f.devices:
         return False
     jobs = set(f.job_ids or ())
     return any(
-        t.kind != SLOWDOWN
+        (t.kind != SLOWDOWN or t.dont_care)
         and f.start <= t.end + clock
         and f.end >= t.start - clock
         and jobs & set(t.victim_jobs or t.job_ids)

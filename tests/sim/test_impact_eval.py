@@ -5,6 +5,7 @@ sets, and a straggler a fabric finding claims as its victim is not found."""
 from __future__ import annotations
 
 import datetime as dt
+from dataclasses import replace
 from typing import Any
 
 from rocescope.analysis.findings import Finding
@@ -62,3 +63,6 @@ def test_a_wrong_culprit_fails_blame_and_unfound_stragglers_count() -> None:
     scores = impact_scores([run([incast, missed], [finding("incast", (60, 120), ["a"], {"a": 100.0})])])
     assert (scores["incast"].culprits_right, scores["incast"].victims_right, scores["incast"].blame) == (0, 1, 0.0)
     assert (scores["unexplained_slowdown"].stragglers, scores["unexplained_slowdown"].straggler) == (1, 0.0)
+    # a don't-care slowdown (a job sharing its links with traffic of no incident) is no straggler to find
+    contention = replace(missed, dont_care=True)
+    assert "unexplained_slowdown" not in impact_scores([run([incast, contention], [])])

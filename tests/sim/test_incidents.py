@@ -360,3 +360,26 @@ def test_injected_fan_in_is_named_by_what_its_receivers_port_did(
     world.mark_emergent()
     (truth,) = world.truth
     assert (truth.kind, truth.observable, truth.dont_care) == (kind, observable, False), truth.description
+
+
+@pytest.mark.parametrize("into_the_job", [True, False], ids=["into_a_job_host", "between_hosts_outside_it"])
+def test_traffic_of_no_incident_on_a_jobs_links_makes_its_slowdown_dont_care(into_the_job: bool) -> None:
+    """A storage read into one of the job's hosts shares that host's link with the job's collectives: the job is
+    slower while it runs, yet that is no incident. A job-wide slowdown is then neither right nor wrong (a don't-care
+    `unexplained_slowdown` naming the job; an exam draw, 3bffac8 sonic-broadcom baseline 314747072021: storage
+    reads filled a leaf's uplinks and a job slowed 1.51x for 101 s, counted a false finding). A read between two
+    hosts outside the job shares none of its links and excuses nothing."""
+    probe = build_world(scenario([]), start=T0)
+    inside = sorted({p.host for j in probe.training_jobs for p in j.pods})
+    outside = sorted({h.name for h in probe.topology.hosts} - set(inside))
+    receivers = [inside[0]] if into_the_job else [outside[1]]
+    read = {"name": "storage-read", "senders": [outside[0]], "receivers": receivers, "start": "1s", "end": "3s"}
+    world = ran(scenario([], traffic=[read]))
+    world.mark_emergent()
+    slowed = [t for t in world.emergent if t.kind == "unexplained_slowdown"]
+    if not into_the_job:
+        assert slowed == []
+        return
+    (truth,) = slowed
+    assert truth.dont_care and truth.job_ids == ("team/llm",) and (truth.start_s, truth.end_s) == (1.0, 3.0)
+    assert truth.anchor == () and "background/storage-read" in truth.description

@@ -254,3 +254,14 @@ def test_no_module_under_sim_imports_a_detector_and_the_truth_reads_no_analysis(
         assert not [m for m in imported if m.startswith("rocescope.analysis.detectors")], path.name
         if path.name not in harness:
             assert not [m for m in imported if m.startswith("rocescope.analysis")], path.name
+
+
+def test_a_job_wide_slowdown_while_traffic_of_no_incident_shared_its_links_is_neither_true_nor_false() -> None:
+    """A don't-care slowdown truth (`World._label_contention`: a storage read on the job's links) excuses a slowdown
+    of that job, found without a host, and of no other job."""
+    contention = Truth("unexplained_slowdown", T0, T0 + dt.timedelta(seconds=60), ("team-b/ft",), (), (),
+                       dont_care=True)  # fmt: skip
+    for job, counted in (("team-b/ft", 0), ("team-a/llm", 1)):
+        slow = finding("unexplained_slowdown", 10, 50, (), (job,))
+        s = score([contention], [slow])["unexplained_slowdown"]
+        assert (s.incidents, s.findings, s.dont_care) == (0, counted, 1)
