@@ -34,12 +34,14 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   at rates spread over decades by its flows' paths; where they are not read, it is all there is (it was marked,
   and handled less). Suspects are taken in order of their shortfall, each explained by what the bigger ones left
   of the lost CNPs (`min_lost_share` of its own shortfall), so a NIC that merely sees less congestion than its
-  job-mates is not blamed for a loss another NIC explains: first of the CNPs lost in its neighbourhood where its
-  queue pairs are known (the NICs they join it to, transitively: a notification point sends its CNPs to its pairs'
-  other ends, so a NIC on a rail whose CNPs were all handled explains no loss on another rail), then of the
-  fabric's. Only CNPs nobody could have handled count as lost here: what NICs with a queue pair to a peer that counts
-  no CNPs (a storage array nobody monitors; peers named by `endpoints` or by the pair's other end reporting it) sent
-  is taken out, a lower bound on the loss;
+  job-mates is not blamed for a loss another NIC explains: first of the CNPs lost in its neighbourhood where its queue
+  pairs are known (the NICs they join it to, transitively: a notification point sends its CNPs to its pairs' other
+  ends, so a NIC on a rail whose CNPs were all handled explains no loss on another rail), then of the fabric's. A NIC
+  shown in the congestion only by a queue pair to a notifying NIC is no suspect beside one that PFC holds back or that
+  ignores CNPs in its neighbourhood: that one keeps its rate, is marked more than its job-mates, and all of the
+  neighbourhood's loss may be its own. Only CNPs nobody could have handled count as lost here: what NICs with a queue
+  pair to a peer that counts no CNPs (a storage array nobody monitors; peers named by `endpoints` or by the pair's
+  other end reporting it) sent is taken out, a lower bound on the loss;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
   them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
@@ -52,13 +54,14 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   (info), never a CNP loss;
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
-  at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and
-  handled in the busier of the two buckets the edge joins), or where the window runs on past the episode by its
-  longest read, so that every read straddling its end has landed; every episode's loss, summed, must stand out of the
-  balance's own jitter (`jitter_factor` times the median size of the window's other bucket balances: steady rates
-  read at other instants and stamped by other clocks leave every bucket a few counts off, either way) and still stand
-  at the window's end (`min_kept_share`: a CNP counted late at a step of the rate is counted after all, and the
-  balance swings back; a lost one never is):
+  at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and handled
+  in the busier of the two buckets the edge joins), or where the window runs on past the episode by its longest read,
+  so that every read straddling its end has landed, and the episode holds most of the CNPs lost in its run of lossy
+  buckets (`min_run_share`: not one bucket at the edge of a longer loss that another NIC explains); every episode's
+  loss, summed, must stand out of the balance's own jitter (`jitter_factor` times the median size of the window's
+  other bucket balances: steady rates read at other instants and stamped by other clocks leave every bucket a few
+  counts off, either way) and still stand at the window's end (`min_kept_share`: a CNP counted late at a step of the
+  rate is counted after all, and the balance swings back; a lost one never is):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -174,6 +177,15 @@ class CnpLossParams(Params):
         "leaves room for the jitter of the buckets after it.",
         ge=0,
         le=1,
+    )
+    min_run_share: float = threshold(
+        0.5,
+        "A loss shorter than min_seconds must hold more than this share of the CNPs lost in its run of lossy buckets.",
+        "derivation: more than half of a run's loss can be in one episode only; a short incast's deaf sender holds "
+        "all of it, while one bucket at the edge of a longer loss (where the NIC that explains it was not yet below "
+        "its job-mates) holds a small part.",
+        ge=0,
+        lt=1,
     )
     critical_seconds: float = threshold(
         60.0,
@@ -297,10 +309,13 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     # handles most CNPs (where most go unhandled the loss is on the way, every sender behind it short alike: the
     # fabric's finding); where its pauses are not read, handling some CNPs (fewer than it is sent) is all that
     # shows it was marked
-    congested = (
+    held = (
         (pl.col(IGNORED) > 0)
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
         | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
+    )
+    congested = (
+        held
         | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
         | (pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent")))
     )
@@ -312,11 +327,17 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
         pl.col("handled_rate") <= p.max_handled_ratio * pl.col("peer_handled_rate"), congested
     )
     rows = rows.with_columns(
-        ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall")
+        ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall"),
+        held.alias("held"),
+        (held | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))).alias("marked"),
     ).sort(["bucket", "shortfall", "device", "netdev"], descending=[False, True, False, False])  # ties: by name
+    rows = rows.join(_neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
+    # a NIC PFC holds back while it handles little keeps its rate where its job-mates slow down, so it is marked
+    # more than they are and its shortfall at their rate is the least it lost: all of its neighbourhood's loss may
+    # be its own. A NIC shown in the congestion only by a queue pair to a notifying NIC is no suspect beside it.
+    rows = rows.filter(pl.col("marked") | ~pl.col("held").any().over("bucket", "hood"))
     # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them,
     # first of the CNPs lost in its own neighbourhood (where its queue pairs are known), then of the fabric's
-    rows = rows.join(_neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
     lost = pl.min_horizontal("fabric_lost", pl.col("hood_lost").fill_null(pl.col("fabric_lost")))
     before = pl.col("shortfall").cum_sum() - pl.col("shortfall")
     rows = rows.filter(lost - before.over("bucket", "hood") >= p.min_lost_share * pl.col("shortfall"))
@@ -385,6 +406,23 @@ def _jitter(balance: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> floa
     return float(size) if size is not None else 0.0
 
 
+def _loss_runs(p: CnpLossParams, balance: pl.DataFrame) -> pl.DataFrame:
+    """(run_start, run_end, run_lost): the runs of consecutive buckets whose balance lost at least `min_lost_rate`
+    CNPs/s, and the CNPs lost in each."""
+    step = dt.timedelta(seconds=p.bucket_s)
+    lossy = balance.filter(pl.col("fabric_lost") / pl.col("bucket_seconds") >= p.min_lost_rate).sort("bucket")
+    run = (pl.col("bucket").diff() != step).fill_null(True).cum_sum().alias("run")
+    return (
+        lossy.with_columns(run)
+        .group_by("run")
+        .agg(
+            pl.col("bucket").min().alias("run_start"),
+            (pl.col("bucket").max() + step).alias("run_end"),
+            pl.col("fabric_lost").sum().alias("run_lost"),
+        )
+    )
+
+
 def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl.DataFrame) -> list[Finding]:
     bad = bad.with_columns(pl.col("bucket_end").alias("ts"), pl.lit(p.bucket_s).alias("dt_s"))
     eps = episodes(
@@ -409,6 +447,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             pl.col("bucket_longest_read_s").max().alias("longest_read_s"),
         ],
     )
+    runs = _loss_runs(p, balance)
     findings = []
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
@@ -427,6 +466,11 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         # the reads that straddle its end have all landed inside the window, so that what still stands at its end is
         # no read's timing
         settled = (ctx.window.end - row["end"]).total_seconds() >= row["longest_read_s"]
+        # ... and where it holds most of the CNPs lost in its run of lossy buckets: one bucket at the edge of a
+        # longer loss is that loss's edge, where the NIC that explains it was not yet (or no longer) below its
+        # job-mates and another one took its place
+        run = runs.filter(pl.col("run_start") <= row["start"], pl.col("run_end") >= row["end"])["run_lost"].sum()
+        settled = settled and row["fabric_lost"] > p.min_run_share * float(run)
         if seconds < (p.bucket_s if row["beyond_skew"] or settled else max(p.min_seconds, p.bucket_s)) - 1e-6:
             continue
         host, netdev, rdma_port = row["device"], row["netdev"], row["port"]

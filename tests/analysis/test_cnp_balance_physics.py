@@ -71,3 +71,58 @@ def test_a_short_incasts_partial_loss_that_still_stands_once_its_reads_landed_is
     (loss,) = found(store, t, "cnp_loss")
     assert loss.devices == ("gpu-02",), loss.summary
     assert loss.evidence["fabric_cnp_lost"] < 0.5 * loss.evidence["fabric_cnp_sent"], loss.evidence
+
+
+def test_a_nic_pfc_holds_back_explains_the_loss_before_one_only_paired_with_the_receiver(
+    store: Store, now: dt.datetime
+) -> None:
+    """gpu-09 marks six senders; five handle 4,000 CNPs/s, gpu-03 400/s while PFC holds it back. gpu-02 has a queue
+    pair to gpu-09 and handles none: its shortfall at its job-mates' rate is the bigger, but nothing shows it was
+    marked, while gpu-03, never slowed, is marked more than its job-mates and may have lost all of it (an exam draw,
+    6d4d449 ideal cnp_loss_partial 3423387549007: the incast's receiver, paired with its ring neighbours, took the
+    loss of the sender that handled 11%)."""
+    t = Telemetry(now, 240)
+    one_leaf(t)
+    on = (60.0, 150.0)
+    for i, host in enumerate(HOSTS, start=1):
+        if host in SENDERS[1:] or host == "gpu-02":
+            t.qp(host, "mlx5_0", "10.0.0.9")
+        if host in SENDERS[1:]:
+            rate = 400.0 if host == "gpu-03" else 4000.0
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rate)), nic_clock(i))
+    t.counter("gpu-02", "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(2))
+    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 1e4)), nic_clock(3), priority=3)
+    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 6 * 4000.0)), nic_clock(9))
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.devices == ("gpu-03",), loss.summary
+
+
+def test_one_bucket_at_the_edge_of_a_longer_loss_is_that_losss_edge_not_another_nic(
+    store: Store, now: dt.datetime
+) -> None:
+    """An incast from 60 s; gpu-03 handles all its CNPs for 5 s, then a tenth (PFC holds it back). In the first
+    bucket it averages more than half of its job-mates' rate, so gpu-02 (a queue pair to the receiver, a fifth of
+    their rate: it sees less congestion) is the only NIC below them there, and the loss of that bucket is pinned
+    on it; from the next bucket on gpu-03 explains the loss. That one bucket holds a sliver of the run's lost CNPs:
+    the edge of gpu-03's loss (an exam draw, 6d4d449 ideal cnp_loss_partial 3423387549002: gpu-002 took one bucket
+    at each end of gpu-031's loss)."""
+    t = Telemetry(now.replace(second=now.second - now.second % 10), 240)
+    one_leaf(t)
+    on, deaf, base = (60.0, 150.0), (65.0, 150.0), 50.0  # training traffic marked now and then all along
+    for i, host in enumerate(HOSTS, start=1):
+        if host in SENDERS:
+            t.qp(host, "mlx5_0", "10.0.0.9")
+        if host in SENDERS[2:]:
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, 4000.0), base=base), nic_clock(i))
+    t.counter("gpu-02", "nic", "mlx5_0/1", "cnp_handled", steps((*on, 800.0), base=base), nic_clock(2))
+    rates = steps((60.0, 65.0, 4000.0), (*deaf, 400.0), base=base)
+    t.counter("gpu-03", "nic", "mlx5_0/1", "cnp_handled", rates, nic_clock(3))
+    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*deaf, 1e4)), nic_clock(3), priority=3)
+    sent = steps((*on, 6 * 4000.0 + 800.0), base=7 * base)
+    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(9))
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.devices == ("gpu-03",), loss.summary
