@@ -204,12 +204,16 @@ def detect(ctx: Context, p: DeadlockParams) -> list[Finding]:
                             "start": edges[i].start,
                             "end": edges[i].end,
                             "paused_fraction": edges[i].paused_fraction,
+                            "read_every_s": edges[i].every_s,
                         }
                         for i in cycle
                     ],
                     "component": [_ref(edges[i].paused) for i in comp],
                     "victims": [
-                        {"paused": _ref(edges[i].paused), "asserter": _ref(edges[i].asserter)} for i in victims
+                        {"paused": paused, "asserter": asserter}
+                        for paused, asserter in dict.fromkeys(
+                            (_ref(edges[i].paused), _ref(edges[i].asserter)) for i in victims
+                        )
                     ],
                     "jobs_paused_behind": sorted(set(hurt) - set(jobs)),
                 },
@@ -223,12 +227,21 @@ def _edges_of(f: Finding, key: str) -> set[tuple[str, str]]:
     return {(str(e.get("paused")), str(e.get("asserter"))) for e in f.evidence.get(key) or () if isinstance(e, dict)}
 
 
+def _formed(deadlock: Finding) -> dt.datetime:
+    """The earliest the loop can have formed: a read before the first stalled read of its cycle's edges."""
+    cycle = [e for e in deadlock.evidence.get("cycle") or () if isinstance(e, dict)]
+    every = dt.timedelta(seconds=max((float(e.get("read_every_s") or 0.0) for e in cycle), default=0.0))
+    return min((e["start"] for e in cycle), default=deadlock.start) - every
+
+
 def fold_spread_storms(findings: Sequence[Finding]) -> list[Finding]:
     """The findings with each PFC storm that is a deadlock's spread folded into that deadlock's finding: one event,
     one finding. A storm whose every edge (paused port, asserter) is an edge of the loop or of what waits behind it,
     on the loop's priority, while the loop formed or held, is the loop seen from one of its queues: a PFC watchdog
     breaking the deadlock in turns declares storms on its victims' queues, and the storm detector's roots can be
-    ports whose own stall shows a read later than the storm's (`storms_on_its_loop` keeps what it said)."""
+    ports whose own stall shows a read later than the storm's (`storms_on_its_loop` keeps what it said). The loop
+    formed up to one read before its first stalled read (its edges pause part of that read, below the stall bar),
+    so a storm on its victims that ends in that read is the loop forming."""
     deadlocks = [f for f in findings if f.kind == "pfc_deadlock"]
     if not deadlocks:
         return list(findings)
@@ -244,7 +257,7 @@ def fold_spread_storms(findings: Sequence[Finding]) -> list[Finding]:
                 and d.priority == f.priority
                 and tree <= _edges_of(d, "cycle") | _edges_of(d, "victims")
                 and f.start <= d.end
-                and f.end >= min((e["start"] for e in d.evidence.get("cycle") or ()), default=d.start)
+                and f.end >= _formed(d)
             ),
             None,
         )

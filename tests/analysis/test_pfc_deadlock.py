@@ -80,7 +80,8 @@ def test_a_storm_on_the_loops_own_queues_is_the_deadlocks_finding_not_one_of_its
         return t0 + dt.timedelta(seconds=s)
 
     loop = [("leaf-r0-01:Ethernet64", "spine-01:Ethernet0"), ("spine-01:Ethernet16", "leaf-r0-02:Ethernet84")]
-    cycle = [{"paused": p, "asserter": a, "start": at(25.6 + k), "end": at(126.0)} for k, (p, a) in enumerate(loop)]
+    cycle = [{"paused": p, "asserter": a, "start": at(25.6 + k), "end": at(126.0), "read_every_s": 1.0}
+             for k, (p, a) in enumerate(loop)]  # fmt: skip
     victim = {"paused": "leaf-r0-03:Ethernet88", "asserter": "spine-03:Ethernet36"}
     deadlock = Finding("pfc_deadlock", "critical", at(30.4), at(126.0), ("leaf-r0-01",), ("leaf-r0-01:Ethernet64",), 3,
                        1.0, "PFC deadlock", evidence={"cycle": cycle, "victims": [victim]})  # fmt: skip
@@ -91,11 +92,14 @@ def test_a_storm_on_the_loops_own_queues_is_the_deadlocks_finding_not_one_of_its
                        f"PFC storm at {edge['asserter']} from {start}", evidence={"tree": tree})  # fmt: skip
 
     spread = storm(24.6, 28.6, victim)
+    # the loop forming, a read before its edges' first stalled read (the 3bffac8 draw, sonic-broadcom 314747072003:
+    # a 1 s storm on a victim's queue ending 0.75 s before the cycle's first stalled read, reported on its own)
+    forming = storm(23.6, 24.9, victim)
     elsewhere = storm(40.0, 60.0, {"paused": "leaf-r1-01:Ethernet8", "asserter": "gpu-003:eth1"})
     before = storm(-60.0, -40.0, victim)
     other_priority = storm(40.0, 60.0, victim, prio=4)
-    out = fold_spread_storms([spread, deadlock, elsewhere, before, other_priority])
+    out = fold_spread_storms([spread, forming, deadlock, elsewhere, before, other_priority])
     assert [f.summary for f in out if f.kind == "pfc_storm"] == [elsewhere.summary, before.summary,
                                                                  other_priority.summary]  # fmt: skip
     (merged,) = [f for f in out if f.kind == "pfc_deadlock"]
-    assert [s["summary"] for s in merged.evidence["storms_on_its_loop"]] == [spread.summary]
+    assert [s["summary"] for s in merged.evidence["storms_on_its_loop"]] == [spread.summary, forming.summary]
