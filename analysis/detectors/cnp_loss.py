@@ -32,16 +32,18 @@ whom is not known to the analysis (ring neighbours come from the collective libr
   loss on the way falls short alike: that is the fabric's finding, below). Where the NIC's
   pauses are read, handling a few CNPs is no such evidence: under training traffic nearly every NIC handles some,
   at rates spread over decades by its flows' paths; where they are not read, it is all there is (it was marked,
-  and handled less). Suspects are taken in order of their shortfall, each explained by what the bigger ones left
-  of the lost CNPs (`min_lost_share` of its own shortfall), so a NIC that merely sees less congestion than its
-  job-mates is not blamed for a loss another NIC explains: first of the CNPs lost in its neighbourhood where its queue
-  pairs are known (the NICs they join it to, transitively: a notification point sends its CNPs to its pairs' other
-  ends, so a NIC on a rail whose CNPs were all handled explains no loss on another rail), then of the fabric's. A NIC
-  shown in the congestion only by a queue pair to a notifying NIC is no suspect beside one that PFC holds back or that
-  ignores CNPs in its neighbourhood: that one keeps its rate, is marked more than its job-mates, and all of the
-  neighbourhood's loss may be its own. Only CNPs nobody could have handled count as lost here: what NICs with a queue
-  pair to a peer that counts no CNPs (a storage array nobody monitors; peers named by `endpoints` or by the pair's
-  other end reporting it) sent is taken out, a lower bound on the loss;
+  and handled less). Suspects are taken in order: first the NICs that ignore CNPs or that PFC holds back, the longest
+  held first (DCQCN evidently failed to slow them; their flows may be marked less or more than their job-mates', so
+  their shortfall says little of what they were sent), each needing some lost CNPs left to explain (`min_lost_rate`);
+  then the others, the biggest shortfall first, each explained by what the ones before it left of the lost CNPs
+  (`min_lost_share` of its own shortfall), so a NIC that merely sees less congestion than its job-mates is not blamed
+  for a loss another NIC explains: first of the CNPs lost in its neighbourhood where its queue pairs are known (the
+  NICs they join it to, transitively: a notification point sends its CNPs to its pairs' other ends, so a NIC on a rail
+  whose CNPs were all handled explains no loss on another rail), then of the fabric's. A NIC shown in the congestion
+  only by a queue pair to a notifying NIC is no suspect beside a held one in its neighbourhood. Only CNPs nobody could
+  have handled count as lost here: what NICs with a queue pair to a peer that counts no CNPs (a storage array nobody
+  monitors; peers named by `endpoints` or by the pair's other end reporting it) sent is taken out, a lower bound on
+  the loss;
 * *loss in the fabric* (CNPs dropped on the way: e.g. their priority mapped to a lossy queue that drops
   them at a congested switch): in a bucket where notification points sent at least `min_lost_rate` CNPs/s
   and the fabric handled at most `max_fabric_handled_share` of them, without a NIC suspect explaining it,
@@ -121,7 +123,7 @@ class CnpLossParams(Params):
     )
     min_lost_share: float = threshold(
         0.5,
-        "Fabric-wide lost CNPs must cover this share of the suspects' shortfall.",
+        "Lost CNPs must cover this share of a suspect's shortfall (one that neither ignores CNPs nor is held by PFC).",
         "derivation: a NIC that only sees less congestion than its job-mates leaves no CNPs unhandled; the fabric's "
         "lost CNPs must account for half of its shortfall, leaving room for the skew of bucketed reads.",
         gt=0,
@@ -330,18 +332,30 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
         ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall"),
         held.alias("held"),
         (held | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))).alias("marked"),
-    ).sort(["bucket", "shortfall", "device", "netdev"], descending=[False, True, False, False])  # ties: by name
+    )
+    # DCQCN failed to slow the NIC that ignores CNPs, or that PFC holds back longest: it is taken first, whatever its
+    # shortfall (its flows may be marked less or more than its job-mates', so their rate says little of what it was
+    # sent); then the others, the biggest shortfall first (ties: by name)
+    order = ["held", IGNORED, "paused_fraction", "pause_frames_per_s", "shortfall"]
+    rows = rows.sort(["bucket", *order, "device", "netdev"], descending=[False, *[True] * len(order), False, False])
     rows = rows.join(_neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
-    # a NIC PFC holds back while it handles little keeps its rate where its job-mates slow down, so it is marked
-    # more than they are and its shortfall at their rate is the least it lost: all of its neighbourhood's loss may
-    # be its own. A NIC shown in the congestion only by a queue pair to a notifying NIC is no suspect beside it.
+    # a NIC shown in the congestion only by a queue pair to a notifying NIC is no suspect beside one PFC holds back
+    # or that ignores CNPs: that one is the evident reaction point, and all of its neighbourhood's loss may be its own
     rows = rows.filter(pl.col("marked") | ~pl.col("held").any().over("bucket", "hood"))
-    # the lost CNPs must explain the suspects, the biggest shortfall first: each by what the bigger ones left of them,
-    # first of the CNPs lost in its own neighbourhood (where its queue pairs are known), then of the fabric's
+    # the lost CNPs must explain the suspects in that order, each by what the ones before it left of them, first of
+    # the CNPs lost in its own neighbourhood (where its queue pairs are known), then of the fabric's: half its
+    # shortfall (`min_lost_share`: a NIC that merely sees less congestion than its job-mates explains none), or for
+    # a held NIC any loss at all (`min_lost_rate`: the balance's jitter and the loss's persistence are judged per
+    # episode)
     lost = pl.min_horizontal("fabric_lost", pl.col("hood_lost").fill_null(pl.col("fabric_lost")))
     before = pl.col("shortfall").cum_sum() - pl.col("shortfall")
-    rows = rows.filter(lost - before.over("bucket", "hood") >= p.min_lost_share * pl.col("shortfall"))
-    return rows.filter(pl.col("fabric_lost") - before.over("bucket") >= p.min_lost_share * pl.col("shortfall"))
+    bar = (
+        pl.when(pl.col("held"))
+        .then(p.min_lost_rate * pl.col("seconds"))
+        .otherwise(p.min_lost_share * pl.col("shortfall"))
+    )
+    rows = rows.filter(lost - before.over("bucket", "hood") >= bar)
+    return rows.filter(pl.col("fabric_lost") - before.over("bucket") >= bar)
 
 
 def _qp_edges(ctx: Context, nic: pl.DataFrame) -> pl.DataFrame:

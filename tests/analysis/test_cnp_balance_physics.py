@@ -126,3 +126,27 @@ def test_one_bucket_at_the_edge_of_a_longer_loss_is_that_losss_edge_not_another_
 
     (loss,) = found(store, t, "cnp_loss")
     assert loss.devices == ("gpu-03",), loss.summary
+
+
+def test_a_held_nic_marked_less_than_its_job_mates_explains_a_loss_smaller_than_its_shortfall(
+    store: Store, now: dt.datetime
+) -> None:
+    """gpu-09 marks seven senders; six handle 4,000 CNPs/s, gpu-03 handles a third of the 1,050/s it is sent (its
+    flows cross the congestion less) while PFC holds it back. Its shortfall at its job-mates' rate (3,650/s) is
+    five times what the balance lost (700/s), yet nothing else explains the loss and DCQCN evidently did not slow
+    it (an exam draw, fc5f241 arista-eos cnp_loss_partial 948558964001: gpu-017 handled 9% of its job-mates' rate
+    and the fabric lost a fifth of that shortfall: missed)."""
+    t = Telemetry(now, 240)
+    one_leaf(t)
+    on = (60.0, 150.0)
+    for i, host in enumerate(HOSTS, start=1):
+        if host in SENDERS:
+            t.qp(host, "mlx5_0", "10.0.0.9")
+            rate = 350.0 if host == "gpu-03" else 4000.0
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rate)), nic_clock(i))
+    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 4e3)), nic_clock(3), priority=3)
+    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 6 * 4000.0 + 1050.0)), nic_clock(9))
+    t.land(store)
+
+    (loss,) = found(store, t, "cnp_loss")
+    assert loss.devices == ("gpu-03",), loss.summary
