@@ -11,8 +11,9 @@ import polars as pl
 
 from rocescope.analysis.frames import Frames
 
-__all__ = ["HANDLED", "RECEIVED", "CnpPeers", "unverifiable_senders"]
+__all__ = ["HANDLED", "RECEIVED", "SENT", "CnpPeers", "neighbourhood_losses", "qp_edges", "unverifiable_senders"]
 
+SENT = "cnp_sent"
 HANDLED = "cnp_handled"
 RECEIVED = "cnp_received"  # all a NIC counts where it does not split handled from ignored
 
@@ -84,3 +85,45 @@ class CnpPeers:
         if not peers:
             return None
         return sorted({self.host_of.get(ip, ip) for ip in peers if self.host_of.get(ip) not in self.counting})
+
+
+def qp_edges(frames: Frames, nic: pl.DataFrame) -> pl.DataFrame:
+    """(device, netdev, peer, peer_netdev): the queue pairs (`qp_peers`) of the NICs in `nic` (device, netdev, and
+    `port` as its RDMA port), each end named by its NIC where the job placements (`endpoints`) know the remote
+    address."""
+    schema = {"device": pl.String(), "netdev": pl.String(), "peer": pl.String(), "peer_netdev": pl.String()}
+    qps = frames.qp_peers()
+    if qps.is_empty():
+        return pl.DataFrame(schema=schema)
+    ip = frames.endpoints().select(pl.col("host").alias("peer"), pl.col("netdev").alias("peer_netdev"), "ip")
+    ends = nic.select("device", "netdev", pl.col("port").str.split("/").list.first().alias("rdma_dev")).unique()
+    pairs = qps.select(pl.col("host").alias("device"), "rdma_dev", pl.col("dest_ip").alias("ip")).unique()
+    return ends.join(pairs, on=["device", "rdma_dev"]).join(ip, on="ip").select(*schema).unique()
+
+
+def neighbourhood_losses(nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
+    """(bucket, device, netdev, hood, hood_lost): each NIC's CNP neighbourhood (the NICs its queue pairs connect it
+    to, transitively) and the CNPs sent and never handled in it per bucket. A notification point sends its CNPs to
+    its queue pairs' other ends, so a CNP sent in one neighbourhood is handled in it or lost: a NIC whose
+    neighbourhood's balance is whole (another rail's, its CNPs all handled by the NICs they went to) explains none of
+    the fabric's loss, however few it handled."""
+    parent: dict[tuple[str, str], tuple[str, str]] = {}
+
+    def root(n: tuple[str, str]) -> tuple[str, str]:
+        while (up := parent.setdefault(n, n)) != n:
+            parent[n] = parent.get(up, up)  # path halving
+            n = up
+        return n
+
+    for device, netdev, peer, peer_netdev in edges.iter_rows():
+        a, b = root((device, netdev)), root((peer, peer_netdev))
+        if a != b:
+            parent[max(a, b)] = min(a, b)
+    hoods = pl.DataFrame(
+        [(d, n, "/".join(root((d, n)))) for d, n in list(parent)],
+        schema={"device": pl.String(), "netdev": pl.String(), "hood": pl.String()},
+        orient="row",
+    )
+    rows = nic.join(hoods, on=["device", "netdev"])
+    lost = rows.group_by("bucket", "hood").agg((pl.col(SENT) - pl.col(HANDLED)).sum().alias("hood_lost"))
+    return rows.select("bucket", "device", "netdev", "hood").join(lost, on=["bucket", "hood"])

@@ -77,13 +77,22 @@ import datetime as dt
 
 import polars as pl
 
-from rocescope.analysis.cnp_peers import HANDLED, RECEIVED, CnpPeers, unverifiable_senders
+from rocescope.analysis.cnp_balance import balance as balance_of
+from rocescope.analysis.cnp_balance import jitter, loss_runs, verifiable
+from rocescope.analysis.cnp_peers import (
+    HANDLED,
+    RECEIVED,
+    SENT,
+    CnpPeers,
+    neighbourhood_losses,
+    qp_edges,
+)
 from rocescope.analysis.detectors.base import Context, Detector, Params, lossless_threshold, threshold
 from rocescope.analysis.episodes import episodes
 from rocescope.analysis.fabric import with_ifaces
 from rocescope.analysis.findings import Finding, Severity
 
-SENT, IGNORED = "cnp_sent", "cnp_ignored"
+IGNORED = "cnp_ignored"
 PAUSED_US, PAUSE_FRAMES = "pfc_rx_pause_duration_us", "pfc_rx_pause"
 QUEUE_DROPS = "queue_dropped_packets"
 PORT_TX_DROPS = "tx_discards"
@@ -243,37 +252,6 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
     )
 
 
-def _balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
-    """Per bucket: CNPs sent, handled and lost fabric-wide, and `read_skew`, the most the NICs' read instants can
-    move between a bucket and its neighbours: the read that straddles an edge carries at most its interval's worth
-    of counts at the rate around that edge, which is the busier of the two buckets it joins (the longest read
-    interval over the bucket, of what was sent and handled; at an incast's first or last bucket the rate on the
-    far side of the edge is the incast's, not the bucket's mostly quiet average)."""
-    share = pl.col("bucket_longest_read_s").clip(upper_bound=bucket_s) / bucket_s
-    moved = pl.col("fabric_sent") + pl.col("fabric_handled")
-    step = dt.timedelta(seconds=bucket_s)
-    neighbour = {
-        side: pl.when((pl.col("bucket") - pl.col("bucket").shift(k)).abs() == step).then(moved.shift(k)).otherwise(0.0)
-        for side, k in (("before", 1), ("after", -1))
-    }
-    return (
-        nic.group_by("bucket")
-        .agg(
-            pl.col(SENT).sum().alias("fabric_sent"),
-            pl.col(HANDLED).sum().alias("fabric_handled"),
-            pl.col("seconds").max().alias("bucket_seconds"),
-            pl.col("longest_read_s").max().alias("bucket_longest_read_s"),
-        )
-        .sort("bucket")
-        .with_columns(
-            (pl.col("fabric_sent") - pl.col("fabric_handled")).alias("fabric_lost"),
-            (
-                share * (pl.max_horizontal(moved, neighbour["before"]) + pl.max_horizontal(moved, neighbour["after"]))
-            ).alias("read_skew"),
-        )
-    )
-
-
 def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
     """Bucket rows of NICs that handle much less than their job-mates while the fabric loses what they miss
     (see the module docstring)."""
@@ -321,7 +299,7 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
         | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
         | (pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent")))
     )
-    edges = _qp_edges(ctx, nic)
+    edges = qp_edges(ctx.frames, nic)
     nic = nic.join(_notified(p, nic, edges), on=["bucket", "device", "netdev"], how="left").with_columns(
         pl.col("notified").fill_null(False)
     )
@@ -338,7 +316,7 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     # sent); then the others, the biggest shortfall first (ties: by name)
     order = ["held", IGNORED, "paused_fraction", "pause_frames_per_s", "shortfall"]
     rows = rows.sort(["bucket", *order, "device", "netdev"], descending=[False, *[True] * len(order), False, False])
-    rows = rows.join(_neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
+    rows = rows.join(neighbourhood_losses(nic, edges), on=["bucket", "device", "netdev"], how="left")
     # a NIC shown in the congestion only by a queue pair to a notifying NIC is no suspect beside one PFC holds back
     # or that ignores CNPs: that one is the evident reaction point, and all of its neighbourhood's loss may be its own
     rows = rows.filter(pl.col("marked") | ~pl.col("held").any().over("bucket", "hood"))
@@ -358,47 +336,6 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     return rows.filter(pl.col("fabric_lost") - before.over("bucket") >= bar)
 
 
-def _qp_edges(ctx: Context, nic: pl.DataFrame) -> pl.DataFrame:
-    """(device, netdev, peer, peer_netdev): the NICs' queue pairs (`qp_peers`), each end named by its NIC where the
-    job placements (`endpoints`) know the remote address."""
-    schema = {"device": pl.String(), "netdev": pl.String(), "peer": pl.String(), "peer_netdev": pl.String()}
-    qps = ctx.frames.qp_peers()
-    if qps.is_empty():
-        return pl.DataFrame(schema=schema)
-    ip = ctx.frames.endpoints().select(pl.col("host").alias("peer"), pl.col("netdev").alias("peer_netdev"), "ip")
-    ends = nic.select("device", "netdev", pl.col("port").str.split("/").list.first().alias("rdma_dev")).unique()
-    pairs = qps.select(pl.col("host").alias("device"), "rdma_dev", pl.col("dest_ip").alias("ip")).unique()
-    return ends.join(pairs, on=["device", "rdma_dev"]).join(ip, on="ip").select(*schema).unique()
-
-
-def _neighbourhood_losses(nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
-    """(bucket, device, netdev, hood, hood_lost): each NIC's CNP neighbourhood (the NICs its queue pairs connect it
-    to, transitively) and the CNPs sent and never handled in it per bucket. A notification point sends its CNPs to
-    its queue pairs' other ends, so a CNP sent in one neighbourhood is handled in it or lost: a NIC whose
-    neighbourhood's balance is whole (another rail's, its CNPs all handled by the NICs they went to) explains none of
-    the fabric's loss, however few it handled."""
-    parent: dict[tuple[str, str], tuple[str, str]] = {}
-
-    def root(n: tuple[str, str]) -> tuple[str, str]:
-        while (up := parent.setdefault(n, n)) != n:
-            parent[n] = parent.get(up, up)  # path halving
-            n = up
-        return n
-
-    for device, netdev, peer, peer_netdev in edges.iter_rows():
-        a, b = root((device, netdev)), root((peer, peer_netdev))
-        if a != b:
-            parent[max(a, b)] = min(a, b)
-    hoods = pl.DataFrame(
-        [(d, n, "/".join(root((d, n)))) for d, n in list(parent)],
-        schema={"device": pl.String(), "netdev": pl.String(), "hood": pl.String()},
-        orient="row",
-    )
-    rows = nic.join(hoods, on=["device", "netdev"])
-    lost = rows.group_by("bucket", "hood").agg((pl.col(SENT) - pl.col(HANDLED)).sum().alias("hood_lost"))
-    return rows.select("bucket", "device", "netdev", "hood").join(lost, on=["bucket", "hood"])
-
-
 def _notified(p: CnpLossParams, nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
     """(bucket, device, netdev, notified) of the NICs with a queue pair to a NIC that sent at least
     `min_peer_handled_rate` CNPs/s in the bucket: the CNPs of a notification point go to the senders of what it saw
@@ -408,33 +345,6 @@ def _notified(p: CnpLossParams, nic: pl.DataFrame, edges: pl.DataFrame) -> pl.Da
     )
     hit = edges.join(notifying, on=["peer", "peer_netdev"])
     return hit.select("bucket", "device", "netdev").unique().with_columns(pl.lit(True).alias("notified"))
-
-
-def _jitter(balance: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> float:
-    """The balance's typical error from its reads' timing: the median size of its bucket balances outside [start,
-    end) while CNPs are sent (steady rates read at other instants and stamped by other clocks move a few counts across
-    each edge, either way); 0 where no other bucket carries CNPs (an incast's CNPs may all fall in its own buckets:
-    then the loss is all there is, and no jitter is shown)."""
-    outside = balance.filter(pl.col("fabric_sent") > 0, (pl.col("bucket") < start) | (pl.col("bucket") >= end))
-    size = outside.select(pl.col("fabric_lost").abs().median()).item()
-    return float(size) if size is not None else 0.0
-
-
-def _loss_runs(p: CnpLossParams, balance: pl.DataFrame) -> pl.DataFrame:
-    """(run_start, run_end, run_lost): the runs of consecutive buckets whose balance lost at least `min_lost_rate`
-    CNPs/s, and the CNPs lost in each."""
-    step = dt.timedelta(seconds=p.bucket_s)
-    lossy = balance.filter(pl.col("fabric_lost") / pl.col("bucket_seconds") >= p.min_lost_rate).sort("bucket")
-    run = (pl.col("bucket").diff() != step).fill_null(True).cum_sum().alias("run")
-    return (
-        lossy.with_columns(run)
-        .group_by("run")
-        .agg(
-            pl.col("bucket").min().alias("run_start"),
-            (pl.col("bucket").max() + step).alias("run_end"),
-            pl.col("fabric_lost").sum().alias("run_lost"),
-        )
-    )
 
 
 def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl.DataFrame) -> list[Finding]:
@@ -461,7 +371,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             pl.col("bucket_longest_read_s").max().alias("longest_read_s"),
         ],
     )
-    runs = _loss_runs(p, balance)
+    runs = loss_runs(balance, p.bucket_s, p.min_lost_rate)
     findings = []
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
@@ -473,8 +383,8 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         lost = balance["fabric_lost"]
         early = min(0.0, float(lost.filter(balance["bucket"] == row["start"] - dt.timedelta(seconds=p.bucket_s)).sum()))
         later = float(lost.filter(balance["bucket"] >= row["start"]).sum()) + early
-        jitter = _jitter(balance, row["start"], row["end"])
-        if row["fabric_lost"] <= p.jitter_factor * jitter or later < p.min_kept_share * row["fabric_lost"]:
+        typical = jitter(balance, row["start"], row["end"])
+        if row["fabric_lost"] <= p.jitter_factor * typical or later < p.min_kept_share * row["fabric_lost"]:
             continue
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender), or where
         # the reads that straddle its end have all landed inside the window, so that what still stands at its end is
@@ -552,24 +462,6 @@ def _fabric_jobs(
     mine = set(ctx.fabric.jobs_at_refs(receivers, start, end))
     behind = set(ctx.fabric.jobs_at_refs(queues, start, end))
     return tuple(sorted(mine & behind or mine))
-
-
-def _verifiable(ctx: Context, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
-    """`balance` with the CNPs that NICs with unmonitored peers (`unverifiable_senders`) sent taken out of the
-    lost ones: they may have been handled where nobody counts, and a NIC that handles fewer than its job-mates is
-    a suspect only where the CNPs nobody could have handled explain its shortfall (a lower bound on the loss)."""
-    unseen = unverifiable_senders(ctx.frames)
-    if unseen.is_empty():
-        return balance
-    rdma_dev = pl.col("port").str.split("/").list.first().alias("rdma_dev")
-    maybe = (
-        nic.with_columns(rdma_dev)
-        .join(unseen, on=["device", "rdma_dev"])
-        .group_by("bucket")
-        .agg(pl.col(SENT).sum().alias("_unverifiable"))
-    )
-    lost = (pl.col("fabric_lost") - pl.col("_unverifiable").fill_null(0.0)).clip(lower_bound=0.0)
-    return balance.join(maybe, on="bucket", how="left").with_columns(lost.alias("fabric_lost")).drop("_unverifiable")
 
 
 def _fabric_findings(
@@ -664,8 +556,8 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     nic = _nic_buckets(ctx, p)
     if nic.is_empty():
         return []
-    balance = _balance(nic, p.bucket_s)
-    bad = _suspects(ctx, p, nic, _verifiable(ctx, nic, balance))
+    balance = balance_of(nic, p.bucket_s)
+    bad = _suspects(ctx, p, nic, verifiable(ctx.frames, nic, balance))
     findings = _nic_findings(ctx, p, bad, balance) if not bad.is_empty() else []
     return findings + _fabric_findings(ctx, p, nic, balance, bad)
 
