@@ -10,10 +10,23 @@ from rocescope.pipeline.store import Store
 
 from gear import HOSTS, found, nic_clock
 from gear import fabric as one_leaf
-from telemetry import Telemetry, steps
+from telemetry import Steps, Telemetry, steps
 
 RECEIVER = "gpu-09"
 SENDERS = ("gpu-02", "gpu-03", "gpu-04", "gpu-05", "gpu-06", "gpu-07", "gpu-08")
+
+
+def incast(t: Telemetry, handled: dict[str, Steps], sent: Steps, held: str, pause_us: Steps, paired: bool) -> None:
+    """gpu-09 marks the senders in `handled` and sends `sent` CNPs; each sender handles its `handled`, `held` is
+    held back by PFC (`pause_us` per second); with `paired`, every sender has a queue pair to gpu-09."""
+    for i, host in enumerate(HOSTS, start=1):
+        if host in handled:
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", handled[host], nic_clock(i))
+            if paired:
+                t.qp(host, "mlx5_0", "10.0.0.9")
+    i = HOSTS.index(held) + 1
+    t.counter(held, "nic", "eth0", "pfc_rx_pause_duration_us", pause_us, nic_clock(i), priority=3)
+    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(9))
 
 
 def test_a_nic_on_a_rail_whose_cnps_were_all_handled_explains_no_loss_on_another(
@@ -60,12 +73,8 @@ def test_a_short_incasts_partial_loss_that_still_stands_once_its_reads_landed_is
     t = Telemetry(now.replace(second=now.second - now.second % 10), 240)
     one_leaf(t)
     on = (62.0, 68.0)  # inside the bucket from 60 s
-    for i, host in enumerate(HOSTS, start=1):
-        if host in SENDERS:
-            rate = 1000.0 if host == "gpu-02" else 14_000.0
-            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rate)), nic_clock(i))
-    t.counter("gpu-02", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 1e5)), nic_clock(2), priority=3)
-    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 7 * 14_000.0)), nic_clock(9))
+    handled = {h: steps((*on, 1000.0 if h == "gpu-02" else 14_000.0)) for h in SENDERS}
+    incast(t, handled, steps((*on, 7 * 14_000.0)), "gpu-02", steps((*on, 1e5)), paired=False)
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
@@ -84,15 +93,8 @@ def test_a_nic_pfc_holds_back_explains_the_loss_before_one_only_paired_with_the_
     t = Telemetry(now, 240)
     one_leaf(t)
     on = (60.0, 150.0)
-    for i, host in enumerate(HOSTS, start=1):
-        if host in SENDERS[1:] or host == "gpu-02":
-            t.qp(host, "mlx5_0", "10.0.0.9")
-        if host in SENDERS[1:]:
-            rate = 400.0 if host == "gpu-03" else 4000.0
-            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rate)), nic_clock(i))
-    t.counter("gpu-02", "nic", "mlx5_0/1", "cnp_handled", steps(), nic_clock(2))
-    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 1e4)), nic_clock(3), priority=3)
-    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 6 * 4000.0)), nic_clock(9))
+    handled = {h: steps((*on, 400.0 if h == "gpu-03" else 4000.0)) for h in SENDERS[1:]}
+    incast(t, {**handled, "gpu-02": steps()}, steps((*on, 6 * 4000.0)), "gpu-03", steps((*on, 1e4)), paired=True)
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
@@ -111,17 +113,11 @@ def test_one_bucket_at_the_edge_of_a_longer_loss_is_that_losss_edge_not_another_
     t = Telemetry(now.replace(second=now.second - now.second % 10), 240)
     one_leaf(t)
     on, deaf, base = (60.0, 150.0), (65.0, 150.0), 50.0  # training traffic marked now and then all along
-    for i, host in enumerate(HOSTS, start=1):
-        if host in SENDERS:
-            t.qp(host, "mlx5_0", "10.0.0.9")
-        if host in SENDERS[2:]:
-            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, 4000.0), base=base), nic_clock(i))
-    t.counter("gpu-02", "nic", "mlx5_0/1", "cnp_handled", steps((*on, 800.0), base=base), nic_clock(2))
-    rates = steps((60.0, 65.0, 4000.0), (*deaf, 400.0), base=base)
-    t.counter("gpu-03", "nic", "mlx5_0/1", "cnp_handled", rates, nic_clock(3))
-    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*deaf, 1e4)), nic_clock(3), priority=3)
+    handled = {h: steps((*on, 4000.0), base=base) for h in SENDERS[2:]}
+    handled["gpu-02"] = steps((*on, 800.0), base=base)
+    handled["gpu-03"] = steps((60.0, 65.0, 4000.0), (*deaf, 400.0), base=base)
     sent = steps((*on, 6 * 4000.0 + 800.0), base=7 * base)
-    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", sent, nic_clock(9))
+    incast(t, handled, sent, "gpu-03", steps((*deaf, 1e4)), paired=True)
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
@@ -139,13 +135,8 @@ def test_a_held_nic_marked_less_than_its_job_mates_explains_a_loss_smaller_than_
     t = Telemetry(now, 240)
     one_leaf(t)
     on = (60.0, 150.0)
-    for i, host in enumerate(HOSTS, start=1):
-        if host in SENDERS:
-            t.qp(host, "mlx5_0", "10.0.0.9")
-            rate = 350.0 if host == "gpu-03" else 4000.0
-            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, rate)), nic_clock(i))
-    t.counter("gpu-03", "nic", "eth0", "pfc_rx_pause_duration_us", steps((*on, 4e3)), nic_clock(3), priority=3)
-    t.counter(RECEIVER, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 6 * 4000.0 + 1050.0)), nic_clock(9))
+    handled = {h: steps((*on, 350.0 if h == "gpu-03" else 4000.0)) for h in SENDERS}
+    incast(t, handled, steps((*on, 6 * 4000.0 + 1050.0)), "gpu-03", steps((*on, 4e3)), paired=True)
     t.land(store)
 
     (loss,) = found(store, t, "cnp_loss")
