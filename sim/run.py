@@ -4,8 +4,9 @@
 `endpoints`, `qp_owners` (the processes of every queue pair) and `incidents` (ground truth) streams once, then
 runs the engine and publishes one `counters` Batch (every device, keyed `sim`) per poll, and the packet
 mirror's sampled `packets` (`rocescope.sim.mirror`) of the poll, through `rocescope.pipeline.runner.publishing`:
-Kafka, or the embedded sink into the configured store. The run is placed so it ENDS now
-(start = now - duration): its data is fresh and inside the store's retention.
+Kafka, or the embedded sink into the configured store. The run is placed so it ends within two minutes before
+now (`run_end`: the last minute boundary less a phase its seed draws), so its data is fresh and inside the store's
+retention, and the same seed puts its reads at the same place in every 10 s or 1 min bucket on every run.
 
 A deployment profile (`rocescope.sim.profile`: the scenario's `profile:`, or `profile=` here) turns the
 engine's all-knowing snapshots into what that gear reports (`rocescope.sim.gear.Gear`): names, metrics
@@ -33,6 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from rocescope.collectors.nccl.parse import collectives_batches, parse_json_lines
@@ -261,6 +263,15 @@ def publish_collectives(producer: Producer, records: list[InspectorRecord], rows
         rows["collectives"] = rows.get("collectives", 0) + batch.num_rows
 
 
+def run_end(seed: int, now: dt.datetime) -> dt.datetime:
+    """When a run of `seed` ends: the minute boundary before `now` less a phase of 0-60 s drawn from the seed (ms).
+    Detectors sum counters in buckets of wall-clock time (10 s, 1 min): a run that ended at the wall clock's second
+    put its reads at another place in them each time, so two runs of one exam draw (before and after a change)
+    differed by more than the change. Drawn per seed, the phase still varies across an exam's runs."""
+    phase_ms = int(np.random.default_rng([seed, 60]).integers(0, 60_000))
+    return now.replace(second=0, microsecond=0) - dt.timedelta(milliseconds=phase_ms)
+
+
 def run_scenario(
     settings: Settings,
     scenario: str | Path | Scenario,
@@ -283,7 +294,7 @@ def run_scenario(
     prof = load_profile(profile if profile is not None else sc.profile)
     sc = with_profile(sc, prof)
     duration = float(duration_s if duration_s is not None else sc.duration)
-    end = dt.datetime.now(dt.UTC).replace(microsecond=0)
+    end = run_end(sc.seed, dt.datetime.now(dt.UTC))
     world = build_world(sc, duration, end - dt.timedelta(seconds=duration))
     gear = Gear(prof, world)
     if out_dir is not None:

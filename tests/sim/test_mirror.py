@@ -289,5 +289,5 @@ def test_served_run_lands_its_mirror_through_the_pcap_collector(tmp_path: Path) 
     for name, start in (("chdb", summary.start), ("fast", fast.start)):  # fabric time: each run starts at its now
         sql = f"SELECT toUnixTimestamp64Nano(ts) - {{t0:Int64}} AS at, {cols} FROM packets ORDER BY ALL"
         with ChdbStore(tmp_path / name) as store:
-            rows[name] = store.query_arrow(sql, {"t0": int(start.timestamp()) * 10**9}).to_pylist()
+            rows[name] = store.query_arrow(sql, {"t0": round(start.timestamp() * 1e3) * 10**6}).to_pylist()
     assert len(got["points"]) > 1 and rows["chdb"] == rows["fast"]
