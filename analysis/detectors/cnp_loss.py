@@ -57,13 +57,14 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and handled
-  in the busier of the two buckets the edge joins), or where the window runs on past the episode by its longest read,
-  so that every read straddling its end has landed, and the episode holds most of the CNPs lost in its run of lossy
-  buckets (`min_run_share`: not one bucket at the edge of a longer loss that another NIC explains); every episode's
-  loss, summed, must stand out of the balance's own jitter (`jitter_factor` times the median size of the window's
-  other bucket balances: steady rates read at other instants and stamped by other clocks leave every bucket a few
-  counts off, either way) and still stand at the window's end (`min_kept_share`: a CNP counted late at a step of the
-  rate is counted after all, and the balance swings back; a lost one never is):
+  in the busier of the two buckets the edge joins), or where the window holds a longest read before and after the
+  episode, so that every read straddling its edges has landed, and the episode holds most of the CNPs lost in its run
+  of lossy buckets (`min_run_share`: not one bucket at the edge of a longer loss that another NIC explains); every
+  episode's loss, summed, must stand out of the balance's own jitter (`jitter_factor` times the median size of the
+  window's other bucket balances: steady rates read at other instants and stamped by other clocks leave every bucket a
+  few counts off, either way) and still be missing at the window's end and from the window's whole balance
+  (`min_kept_share`: a CNP counted late or early, by a read or a clock off the others', is counted in another bucket
+  and the balance swings back; a lost one is counted in none):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -109,7 +110,7 @@ class CnpLossParams(Params):
     min_seconds: float = threshold(
         20.0,
         "A loss must last at least this long, unless it exceeds the read skew in each of its buckets or the window "
-        "holds every read that straddles its end.",
+        "holds every read that straddles its edges.",
         "derivation: two consecutive 10 s buckets (twice bucket_s), so one bucket's read skew or one late read "
         "cannot make a finding on its own; a loss larger than a read at each edge of the bucket could move is none, "
         "and one that still stands once every read straddling its end has landed is no late read either.",
@@ -182,10 +183,10 @@ class CnpLossParams(Params):
     )
     min_kept_share: float = threshold(
         0.5,
-        "Share of a NIC's loss the fabric's balance must still lack at the window's end.",
-        "derivation: counters are cumulative, so a CNP a NIC counted late (its read or its clock behind the others "
-        "at a step of the rate) is counted after all and the balance swings back, while a lost one never is; half "
-        "leaves room for the jitter of the buckets after it.",
+        "Share of a NIC's loss the balance must still lack at the window's end and over the whole window.",
+        "derivation: counters are cumulative, so a CNP a NIC counted late or early (its read or its clock off the "
+        "others' at a step of the rate, or stepped) is counted in another bucket and the balance swings back, while "
+        "a lost one is counted in none; half leaves room for the jitter of the other buckets.",
         ge=0,
         le=1,
     )
@@ -372,24 +373,30 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         ],
     )
     runs = loss_runs(balance, p.bucket_s, p.min_lost_rate)
+    at_edges = balance["bucket"].is_in([balance["bucket"].min(), balance["bucket"].max()])
     findings = []
     for row in eps.iter_rows(named=True):
         start, end = ctx.clip(row["start"], row["end"])
         seconds = (end - start).total_seconds()
         # the loss must stand out of the balance's own jitter (641 CNPs "lost" in 20 s of a million sent, where
-        # every bucket is a few hundred off either way, is the reads' timing, not a deaf NIC), and still stand at the
-        # window's end: a CNP a NIC counted late (a read or a clock behind the others at a rate's step) is counted
-        # after all, a lost one never is; nor one counted early, in the bucket before (where that one shows a surplus)
-        lost = balance["fabric_lost"]
-        early = min(0.0, float(lost.filter(balance["bucket"] == row["start"] - dt.timedelta(seconds=p.bucket_s)).sum()))
-        later = float(lost.filter(balance["bucket"] >= row["start"]).sum()) + early
+        # every bucket is a few hundred off either way, is the reads' timing, not a deaf NIC), and still be missing
+        # at the window's end, and from the window's whole balance: a CNP a NIC counted late or early (a read or a
+        # clock off the others', or stepped) is counted in another bucket, a lost one in none; the window's first
+        # and last buckets aside, where reads straddle its edges; and the bucket before the loss where it shows a
+        # surplus (one counted early)
+        lost, bucket = balance["fabric_lost"], balance["bucket"]
+        early = min(0.0, float(lost.filter(bucket == row["start"] - dt.timedelta(seconds=p.bucket_s)).sum()))
+        later = float(lost.filter(bucket >= row["start"]).sum()) + early
+        whole = float(lost.filter(((bucket >= row["start"]) & (bucket < row["end"])) | ~at_edges).sum())
+        kept = min(later, whole)
         typical = jitter(balance, row["start"], row["end"])
-        if row["fabric_lost"] <= p.jitter_factor * typical or later < p.min_kept_share * row["fabric_lost"]:
+        if row["fabric_lost"] <= p.jitter_factor * typical or kept < p.min_kept_share * row["fabric_lost"]:
             continue
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender), or where
-        # the reads that straddle its end have all landed inside the window, so that what still stands at its end is
-        # no read's timing
-        settled = (ctx.window.end - row["end"]).total_seconds() >= row["longest_read_s"]
+        # the reads that straddle its start and its end have all landed inside the window, so that what is still
+        # missing is no read's timing
+        margins = ((row["start"] - ctx.window.start).total_seconds(), (ctx.window.end - row["end"]).total_seconds())
+        settled = min(margins) >= row["longest_read_s"]
         # ... and where it holds most of the CNPs lost in its run of lossy buckets: one bucket at the edge of a
         # longer loss is that loss's edge, where the NIC that explains it was not yet (or no longer) below its
         # job-mates and another one took its place

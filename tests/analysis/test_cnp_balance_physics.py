@@ -141,3 +141,20 @@ def test_a_held_nic_marked_less_than_its_job_mates_explains_a_loss_smaller_than_
 
     (loss,) = found(store, t, "cnp_loss")
     assert loss.devices == ("gpu-03",), loss.summary
+
+
+def test_cnps_counted_in_another_bucket_by_a_stepped_clock_are_no_loss(store: Store, now: dt.datetime) -> None:
+    """Marking all through the window; gpu-03, held back by PFC, handles a third of its job-mates' rate, all it is
+    sent. gpu-04's clock runs 50 s off for a while: 6,000 of its CNPs are stamped into the 20 s from 100 s instead of
+    the 20 s from 150 s, so the balance shows a surplus there and a loss 50 s later that stands to the window's end.
+    The window's whole balance lacks nothing: no loss (an exam draw, 744bb9f arista-eos incast_large 533950260014:
+    a surplus of 15,569 and a "loss" of 12,959 50 s later made a false finding at the receiver's NIC)."""
+    t = Telemetry(now.replace(second=now.second - now.second % 10), 240)
+    one_leaf(t)
+    on = (0.0, 240.0)
+    handled = {h: steps((*on, 100.0 if h == "gpu-03" else 300.0)) for h in SENDERS}
+    handled["gpu-04"] = steps((*on, 300.0), (101.0, 121.0, 600.0), (151.0, 171.0, 0.0))
+    incast(t, handled, steps((*on, 6 * 300.0 + 100.0)), "gpu-03", steps((*on, 1e4)), paired=True)
+    t.land(store)
+
+    assert found(store, t, "cnp_loss") == []

@@ -164,8 +164,8 @@ def test_a_deaf_sender_of_a_short_incast_that_pfc_never_paused(store: Store, now
     its queue pair to gpu-09, which sends CNPs meanwhile. gpu-03 has a queue pair to gpu-09 too and handles nearly
     none, but the lost CNPs are gpu-02's shortfall; none are left to explain gpu-03's. The loss lasts one bucket:
     it is found once the reads that straddle its end have landed and it still stands. In a window that ends as the
-    incast does, only where it exceeds what the NICs' reads at the bucket's edges could move (1 s reads: a fifth of
-    what was sent and handled); among seven senders the same deficit could yet be read skew."""
+    incast does (or begins as it begins), only where it exceeds what the NICs' reads at the bucket's edges could move
+    (1 s reads: a fifth of what was sent and handled); among seven senders the same deficit could yet be read skew."""
     t = Telemetry(now, 240)
     fabric(t)
     first = math.ceil(t.window.start.timestamp() / 10) * 10 - t.window.start.timestamp()
@@ -184,9 +184,14 @@ def test_a_deaf_sender_of_a_short_incast_that_pfc_never_paused(store: Store, now
     (loss,) = found(store, t, "cnp_loss")
     assert loss.ports == ("gpu-02:mlx5_0/1", "gpu-02:eth0") and loss.evidence["where"] == "nic"
     assert (loss.end - loss.start).total_seconds() <= 10.0 + 1e-6
-    cut = Window(t.window.start, t.window.start + dt.timedelta(seconds=first + 110.5))  # the bucket's end, no read
-    unsettled = [f for f in analyze(store, cut, write=False).findings if f.kind == "cnp_loss"]
-    assert [f.ports[0] for f in unsettled] == (["gpu-02:mlx5_0/1"] if healthy == 1 else [])
+    at = t.window.start + dt.timedelta(seconds=first)
+    for cut in (
+        Window(t.window.start, at + dt.timedelta(seconds=110.5)),
+        Window(at + dt.timedelta(seconds=100), t.window.end),
+    ):
+        # the window ends (starts) at the bucket's edge: the reads that straddle it are not in it
+        unsettled = [f for f in analyze(store, cut, write=False).findings if f.kind == "cnp_loss"]
+        assert [f.ports[0] for f in unsettled] == (["gpu-02:mlx5_0/1"] if healthy == 1 else []), cut
 
 
 @pytest.mark.parametrize("peer", ["a storage array nobody monitors", "a monitored host no inventory names"])
