@@ -57,14 +57,14 @@ whom is not known to the analysis (ring neighbours come from the collective libr
 * suspect buckets closer than 1.5 buckets form an episode; episodes of at least `min_seconds` are findings, and
   shorter ones (a short incast's deaf sender: one bucket) where in each bucket the loss exceeds what the NICs' reads
   at its edges could move (`read_skew`: at each edge, the longest read interval's share of the CNPs sent and handled
-  in the busier of the two buckets the edge joins), or where the window holds a longest read before and after the
-  episode, so that every read straddling its edges has landed, and the episode holds most of the CNPs lost in its run
-  of lossy buckets (`min_run_share`: not one bucket at the edge of a longer loss that another NIC explains); every
-  episode's loss, summed, must stand out of the balance's own jitter (`jitter_factor` times the median size of the
-  window's other bucket balances: steady rates read at other instants and stamped by other clocks leave every bucket a
-  few counts off, either way) and still be missing at the window's end and from the window's whole balance
-  (`min_kept_share`: a CNP counted late or early, by a read or a clock off the others', is counted in another bucket
-  and the balance swings back; a lost one is counted in none):
+  in the busier of the two buckets the edge joins), or, for a NIC PFC holds back or that ignores CNPs, where the
+  window holds a longest read before and after the episode, so that every read straddling its edges has landed, and
+  the episode holds most of the CNPs lost in its run of lossy buckets (`min_run_share`: not one bucket at the edge of
+  a longer loss that another NIC explains); every episode's loss, summed, must stand out of the balance's own jitter
+  (`jitter_factor` times the median size of the window's other bucket balances: steady rates read at other instants
+  and stamped by other clocks leave every bucket a few counts off, either way) and still be missing at the window's
+  end and from the window's whole balance (`min_kept_share`: a CNP counted late or early, by a read or a clock off the
+  others', is counted in another bucket and the balance swings back; a lost one is counted in none):
   on the NIC (RDMA port and netdev) with the jobs placed on it, or on the receivers and the dropping queues.
 
 Deployments without DCQCN send no CNPs and give no finding. Only what the counters show is reported:
@@ -370,6 +370,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             .alias("shared_jobs"),
             (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
             pl.col("bucket_longest_read_s").max().alias("longest_read_s"),
+            pl.col("held").all().alias("held"),
         ],
     )
     runs = loss_runs(balance, p.bucket_s, p.min_lost_rate)
@@ -394,9 +395,10 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             continue
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender), or where
         # the reads that straddle its start and its end have all landed inside the window, so that what is still
-        # missing is no read's timing
+        # missing is no read's timing, and the NIC itself shows DCQCN failed (PFC held it back or it ignored CNPs: a
+        # queue pair alone names any of an incast's senders for one bucket's loss)
         margins = ((row["start"] - ctx.window.start).total_seconds(), (ctx.window.end - row["end"]).total_seconds())
-        settled = min(margins) >= row["longest_read_s"]
+        settled = row["held"] and min(margins) >= row["longest_read_s"]
         # ... and where it holds most of the CNPs lost in its run of lossy buckets: one bucket at the edge of a
         # longer loss is that loss's edge, where the NIC that explains it was not yet (or no longer) below its
         # job-mates and another one took its place
