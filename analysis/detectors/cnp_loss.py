@@ -295,10 +295,9 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
         | (pl.col("paused_fraction") >= p.min_paused_fraction)
         | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
     )
-    congested = (
-        held
-        | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
-        | (pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent")))
+    marked = held | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
+    congested = marked | (
+        pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent"))
     )
     edges = qp_edges(ctx.frames, nic)
     nic = nic.join(_notified(p, nic, edges), on=["bucket", "device", "netdev"], how="left").with_columns(
@@ -310,7 +309,7 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     rows = rows.with_columns(
         ((pl.col("peer_handled_rate") - pl.col("handled_rate")) * pl.col("seconds")).alias("shortfall"),
         held.alias("held"),
-        (held | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))).alias("marked"),
+        marked.alias("marked"),
     )
     # DCQCN failed to slow the NIC that ignores CNPs, or that PFC holds back longest: it is taken first, whatever its
     # shortfall (its flows may be marked less or more than its job-mates', so their rate says little of what it was
