@@ -75,7 +75,9 @@ def loss_runs(balance: pl.DataFrame, bucket_s: float, min_lost_rate: float) -> p
 def verifiable(frames: Frames, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.DataFrame:
     """`balance` with the CNPs that NICs with unmonitored peers (`unverifiable_senders`) sent taken out of the
     lost ones: they may have been handled where nobody counts, and a NIC that handles fewer than its job-mates is
-    a suspect only where the CNPs nobody could have handled explain its shortfall (a lower bound on the loss)."""
+    a suspect only where the CNPs nobody could have handled explain its shortfall (a lower bound on the loss), nor
+    may they keep a read's swing missing from the window's balance. A bucket's surplus (CNPs counted handled before
+    they were counted sent: the reads' timing) stays: the swing back of a loss that was only timing."""
     unseen = unverifiable_senders(frames)
     if unseen.is_empty():
         return balance
@@ -86,5 +88,8 @@ def verifiable(frames: Frames, nic: pl.DataFrame, balance: pl.DataFrame) -> pl.D
         .group_by("bucket")
         .agg(pl.col(SENT).sum().alias("_unverifiable"))
     )
-    lost = (pl.col("fabric_lost") - pl.col("_unverifiable").fill_null(0.0)).clip(lower_bound=0.0)
+    # never below zero where the unverifiable CNPs were partly handled by counted NICs, unless the bucket itself
+    # shows a surplus
+    floor = pl.min_horizontal(pl.col("fabric_lost"), 0.0)
+    lost = (pl.col("fabric_lost") - pl.col("_unverifiable").fill_null(0.0)).clip(lower_bound=floor)
     return balance.join(maybe, on="bucket", how="left").with_columns(lost.alias("fabric_lost")).drop("_unverifiable")

@@ -244,10 +244,14 @@ def _nic_buckets(ctx: Context, p: CnpLossParams) -> pl.DataFrame:
     joined = counts.join(paused, on=["bucket", "device", "netdev"], how="left").join(
         frames_in, on=["bucket", "device", "netdev"], how="left"
     )
-    # whether the NIC's pauses are read at all: where they are not, no pause is no evidence either way
-    counted = (pl.col("paused_fraction").is_not_null() | pl.col("pause_frames_per_s").is_not_null()).any()
+    # whether the NIC's pauses are read at all: where they are not, no pause is no evidence either way; and whether
+    # their time is, which then says how long PFC held it (pause frames stand in only where it is not: a frame may
+    # be cancelled by the next XON within microseconds)
+    timed = pl.col("paused_fraction").is_not_null().any()
+    counted = timed | pl.col("pause_frames_per_s").is_not_null().any()
     return joined.with_columns(
         counted.over("device", "netdev").alias("pauses_counted"),
+        timed.over("device", "netdev").alias("pauses_timed"),
         pl.col("paused_fraction").fill_null(0.0),
         pl.col("pause_frames_per_s").fill_null(0.0),
     )
@@ -290,11 +294,7 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     # handles most CNPs (where most go unhandled the loss is on the way, every sender behind it short alike: the
     # fabric's finding); where its pauses are not read, handling some CNPs (fewer than it is sent) is all that
     # shows it was marked
-    held = (
-        (pl.col(IGNORED) > 0)
-        | (pl.col("paused_fraction") >= p.min_paused_fraction)
-        | (pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
-    )
+    held = (pl.col(IGNORED) > 0) | _paused(p)
     marked = held | (~pl.col("pauses_counted") & (pl.col(HANDLED) > 0))
     congested = marked | (
         pl.col("notified") & (pl.col("fabric_handled") > p.max_fabric_handled_share * pl.col("fabric_sent"))
@@ -336,6 +336,16 @@ def _suspects(ctx: Context, p: CnpLossParams, nic: pl.DataFrame, balance: pl.Dat
     return rows.filter(pl.col("fabric_lost") - before.over("bucket") >= bar)
 
 
+def _paused(p: CnpLossParams) -> pl.Expr:
+    """PFC held the NIC back on a lossless priority: by its paused time where that is counted, else by its pause
+    frames (`min_pause_frames_rate`)."""
+    return (
+        pl.when(pl.col("pauses_timed"))
+        .then(pl.col("paused_fraction") >= p.min_paused_fraction)
+        .otherwise(pl.col("pause_frames_per_s") >= p.min_pause_frames_rate)
+    )
+
+
 def _notified(p: CnpLossParams, nic: pl.DataFrame, edges: pl.DataFrame) -> pl.DataFrame:
     """(bucket, device, netdev, notified) of the NICs with a queue pair to a NIC that sent at least
     `min_peer_handled_rate` CNPs/s in the bucket: the CNPs of a notification point go to the senders of what it saw
@@ -370,6 +380,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
             (pl.col("fabric_lost") > pl.col("read_skew")).all().alias("beyond_skew"),
             pl.col("bucket_longest_read_s").max().alias("longest_read_s"),
             pl.col("held").all().alias("held"),
+            _paused(p).all().alias("paused"),
         ],
     )
     runs = loss_runs(balance, p.bucket_s, p.min_lost_rate)
@@ -409,7 +420,6 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         expected = row["peer_handled_rate"] * seconds
         share = row["handled"] / expected if expected > 0 else 0.0
         jobs = ctx.fabric.jobs_on_nic(host, netdev, start, end)
-        held = row["paused_fraction"] >= p.min_paused_fraction or row["pause_frames_per_s"] >= p.min_pause_frames_rate
         findings.append(
             Finding(
                 kind="cnp_loss",
@@ -424,7 +434,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
                     f"CNP loss: {host} {rdma_port} handled {row['handled']:.0f} CNPs in {seconds:.0f} s ({share:.0%} "
                     f"of what its {row['handling_peers']} job-mate NIC(s) handled, ~{row['peer_handled_rate']:.0f}/s "
                     f"each) while {row['fabric_lost']:.0f} of {row['fabric_sent']:.0f} CNPs sent in the fabric were "
-                    "never handled" + ("; PFC held it back instead" if held else "")
+                    "never handled" + ("; PFC held it back instead" if row["paused"] else "")
                 ),
                 evidence={
                     "where": "nic",
@@ -564,8 +574,8 @@ def detect(ctx: Context, p: CnpLossParams) -> list[Finding]:
     nic = _nic_buckets(ctx, p)
     if nic.is_empty():
         return []
-    balance = balance_of(nic, p.bucket_s)
-    bad = _suspects(ctx, p, nic, verifiable(ctx.frames, nic, balance))
+    balance = verifiable(ctx.frames, nic, balance_of(nic, p.bucket_s))
+    bad = _suspects(ctx, p, nic, balance)
     findings = _nic_findings(ctx, p, bad, balance) if not bad.is_empty() else []
     return findings + _fabric_findings(ctx, p, nic, balance, bad)
 
