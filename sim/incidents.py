@@ -364,6 +364,9 @@ def build_world(
     unplaced = [j for j in all_jobs if j.job_id in extra.unplaced]
     world = World(scenario, duration, run_start, topo, placed, [*flows, *extra.flows], engine, unplaced=unplaced)
     world.ledger = Ledger(topo)
+    # its first read at the start, so the first poll interval counts too: every job starts at once, at line rate,
+    # and the queues that start makes are there for the watermarks and ECN counters to read
+    world.ledger.observe(engine)
     for j in jobs:
         world.windows[j.job_id] = (0.0, duration)
     arming = Arming(scenario, duration, topo, extra)
