@@ -18,7 +18,9 @@ that bursts of synchronized senders build at the last hop). The shared physics i
   bursts as the interval has seconds;
 * burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
   `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
-  intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more;
+  intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more; the receiver's CNPs count only
+  above every CNP sample inside its port's quiet reads (a NIC answers marks made at any hop of its flows: CNPs it
+  sends alike while its port's queue stays low are marked upstream, `_own_marks`);
 * a finding lasts while its port's ECN-marking and CNP-sending samples inside it say the bursts were (the
   reads only bound them: a 60 s read's interval began up to a minute before the first burst), and on through
   such samples after the port's last read when the data ends before its next one (bursts no read saw yet);
@@ -168,6 +170,33 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained)
 
 
+def _own_marks(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame) -> pl.DataFrame:
+    """`evidence` less the receiver's CNP samples no higher than every one inside its port's quiet reads (watermark
+    below `min_watermark_bytes`, no marks of the queue's own): a NIC sends CNPs for marks made at any hop of its
+    flows (a spine's queue), and what it sends alike while its port's queue stays low is marked elsewhere. Were the
+    CNPs all marked elsewhere, a sample would beat the n quiet ones with chance 1/(n + 1), small at 1 s samples
+    over minutes of quiet reads; a port without quiet reads keeps them all."""
+    cnp = evidence.filter(pl.col("kind") == "cnp")
+    if cnp.is_empty():
+        return evidence
+    devices = sorted(set(cnp["device"].to_list()))
+    reads = ctx.frames.timed_gauges(QUEUE_WM, min_value=0.0, roles=["switch"], devices=devices)
+    if reads.is_empty():
+        return evidence
+    quiet = reads.filter(pl.col("value") < p.min_watermark_bytes).with_columns(pl.col("priority").cast(pl.Int8))
+    own = marked_watermarks(ctx, p)
+    if not own.is_empty():
+        quiet = quiet.join(own.select(*KEYS, "ts").with_columns(pl.col("priority").cast(pl.Int8)), on=[*KEYS, "ts"],
+                           how="anti")  # fmt: skip
+    spans = quiet.select(*KEYS, pl.col("ts").alias("_hi"), (pl.col("ts") - as_duration(pl.col("dt_s"))).alias("_lo"))
+    inside = cnp.join(spans, on=KEYS).filter(pl.col("ts") > pl.col("_lo"), pl.col("ts") <= pl.col("_hi"))
+    upstream = inside.group_by(KEYS).agg(pl.col("value").max().alias("_upstream"))
+    cnp = cnp.join(upstream, on=KEYS, how="left").filter(
+        pl.col("_upstream").is_null() | (pl.col("value") > pl.col("_upstream"))
+    )
+    return pl.concat([evidence.filter(pl.col("kind") != "cnp"), cnp.drop("_upstream")], how="vertical_relaxed")
+
+
 def _corroborating(evidence: pl.DataFrame, reads: pl.DataFrame) -> pl.DataFrame:
     """Per burst reading, the ECN-marking and CNP-sending samples of its port inside its interval."""
     other = evidence.filter(pl.col("kind") != "watermark").select("device", "port", pl.col("ts").alias("_t"))
@@ -265,6 +294,8 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
     if bursts.is_empty():
         return []
     evidence = downlink_evidence(ctx, p)
+    if not evidence.is_empty():
+        evidence = _own_marks(ctx, p, evidence)
     if evidence.is_empty():  # marked reads below the watermark floor only: no other evidence, typed
         evidence = bursts.select(*KEYS, "ts", "dt_s", kind=pl.lit("watermark"), value="watermark").clear()
     marked = _corroborating(evidence, bursts)

@@ -95,3 +95,30 @@ def test_an_incast_dcqcn_holds_below_line_rate_for_seconds_is_one_incast(store: 
     assert len(spans) == 2, [f.summary for f in incasts]
     for (began, ended), (a, b) in zip(spans, (first, second), strict=True):
         assert abs(began - a) <= 2 and abs(ended - b) <= 2, spans
+
+
+def test_cnps_a_receiver_sends_alike_whatever_its_ports_watermark_are_marks_made_upstream(
+    store: Store, now: dt.datetime
+) -> None:
+    """SR Linux-shaped: queue watermarks read every minute and no queue ECN counters, so a receiver's CNPs are the
+    only marking evidence, and they answer marks made at any hop of its flows. gpu-05 sends 355 CNPs/s all along
+    (a spine's queue marks its flows); its own port's queue rose to 2.7 MB once, in the first minute, and stayed at
+    30 KB since: the CNPs inside that minute's read are no bursts of its queue, as the same CNPs go on through
+    four reads that saw none (an exam draw, 0692696 srlinux baseline 9269464023: 15 ports' start-up peaks, spread
+    over the CNPs of the first minute, made false microbursts). gpu-06's queue bursts through the second and third
+    minutes, its CNPs five times the rate its quiet reads show: microbursts then, not from the window's start."""
+    t = Telemetry(now, 300)
+    fabric(t)
+    quiet, bursty = PORTS["gpu-05"], PORTS["gpu-06"]
+    t.gauge("leaf1", "switch", quiet, "queue_watermark_bytes", steps((30.2, 30.4, 2.7e6), base=3e4), WM_CLOCK, 3)
+    t.counter("gpu-05", "nic", "mlx5_0/1", "cnp_sent", steps(base=355.0), nic_clock(5))
+    spikes = [(s + 0.3, s + 0.32) for s in range(60, 180, 2)]
+    t.gauge("leaf1", "switch", bursty, "queue_watermark_bytes", steps(*[(a, b, 4e6) for a, b in spikes], base=3e4),
+            WM_CLOCK, 3)  # fmt: skip
+    t.counter("gpu-06", "nic", "mlx5_0/1", "cnp_sent", steps((60.0, 180.0, 1800.0), base=355.0), nic_clock(6))
+    t.land(store)
+
+    bursts = found(store, t, "microburst")
+    assert [f.ports[0] for f in bursts] == [f"leaf1:{bursty}"], [f.summary for f in bursts]
+    began, ended = ((x - now).total_seconds() for x in (bursts[0].start, bursts[0].end))
+    assert 55 <= began <= 65 and 175 <= ended <= 185, (began, ended)
