@@ -29,8 +29,9 @@ from collections import deque
 from collections.abc import Sequence
 
 from rocescope.analysis.detectors.base import Context, Detector, Params, threshold
-from rocescope.analysis.detectors.pfc_storm import Edge, StormParams, stalled_edges
+from rocescope.analysis.detectors.pfc_storm import StormParams
 from rocescope.analysis.findings import Finding
+from rocescope.analysis.pfc_edges import Edge, stalled_edges
 
 
 class DeadlockParams(Params):
