@@ -126,12 +126,11 @@ class MicroburstParams(FanInParams):
     )
 
 
-def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
-    """Burst readings (see the module docstring), with the port's mean transmit rate and utilization over each."""
-    evidence = downlink_evidence(ctx, p)
+def burst_readings(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame, marked: pl.DataFrame) -> pl.DataFrame:
+    """Burst readings (see the module docstring) from the ports' evidence and their marked watermark reads, with
+    the port's mean transmit rate and utilization over each."""
     reads = pl.concat(
-        [x.filter(pl.col("kind") == "watermark") for x in (evidence, marked_watermarks(ctx, p)) if not x.is_empty()]
-        or [pl.DataFrame()],
+        [x.filter(pl.col("kind") == "watermark") for x in (evidence, marked) if not x.is_empty()] or [pl.DataFrame()],
         how="vertical_relaxed",
     )
     if reads.is_empty():
@@ -170,7 +169,7 @@ def burst_readings(ctx: Context, p: MicroburstParams) -> pl.DataFrame:
     return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained)
 
 
-def _own_marks(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame) -> pl.DataFrame:
+def _own_marks(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame, own: pl.DataFrame) -> pl.DataFrame:
     """`evidence` less the receiver's CNP samples no higher than every one inside its port's quiet reads (watermark
     below `min_watermark_bytes`, no marks of the queue's own): a NIC sends CNPs for marks made at any hop of its
     flows (a spine's queue), and what it sends alike while its port's queue stays low is marked elsewhere. Were the
@@ -184,7 +183,6 @@ def _own_marks(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame) -> pl.
     if reads.is_empty():
         return evidence
     quiet = reads.filter(pl.col("value") < p.min_watermark_bytes).with_columns(pl.col("priority").cast(pl.Int8))
-    own = marked_watermarks(ctx, p)
     if not own.is_empty():
         quiet = quiet.join(own.select(*KEYS, "ts").with_columns(pl.col("priority").cast(pl.Int8)), on=[*KEYS, "ts"],
                            how="anti")  # fmt: skip
@@ -290,12 +288,12 @@ def _paused_share(ctx: Context, sender: Sender) -> float:
 
 
 def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
-    bursts = burst_readings(ctx, p)
+    evidence, marked_reads = downlink_evidence(ctx, p), marked_watermarks(ctx, p)
+    bursts = burst_readings(ctx, p, evidence, marked_reads)
     if bursts.is_empty():
         return []
-    evidence = downlink_evidence(ctx, p)
     if not evidence.is_empty():
-        evidence = _own_marks(ctx, p, evidence)
+        evidence = _own_marks(ctx, p, evidence, marked_reads)
     if evidence.is_empty():  # marked reads below the watermark floor only: no other evidence, typed
         evidence = bursts.select(*KEYS, "ts", "dt_s", kind=pl.lit("watermark"), value="watermark").clear()
     marked = _corroborating(evidence, bursts)
