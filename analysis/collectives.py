@@ -87,12 +87,20 @@ def read_collectives(store: Store, window: Window, hosts: Sequence[str] | None =
     params: dict[str, object] = {"start": window.start, "end": window.end}
     if hosts is not None:
         params["hosts"] = list(hosts)
+    # Sorted by every column of the record's key, a record stored twice is two adjacent rows, dropped here by one
+    # comparison with the row before: ClickHouse's `LIMIT 1 BY` over the key hashed every row (an hour of 128x8 is
+    # 6.6 M records: 2.5 s of an 8 s read). Its strings come as dictionaries (they are LowCardinality: a few hosts and
+    # communicators over millions of rows), which is half the transfer.
     sql = f"""
 SELECT * FROM collectives
 WHERE ts >= {{start:DateTime64(9, 'UTC')}} AND ts < {{end:DateTime64(9, 'UTC')}}{where}
-ORDER BY host, communicator, rank, ts
-LIMIT 1 BY {", ".join(RECORD_KEY)}"""  # noqa: S608 - placeholders only
-    return _typed(query_polars(store, sql, params), COLLECTIVES_SCHEMA, "collectives")
+ORDER BY host, communicator, rank, ts, pid, collective, sequence
+SETTINGS output_format_arrow_low_cardinality_as_dictionary = 1"""  # noqa: S608 - placeholders only
+    rows = query_polars(store, sql, params)
+    if rows.height:
+        again = pl.all_horizontal(pl.col(k) == pl.col(k).shift(1) for k in RECORD_KEY).fill_null(False)
+        rows = rows.filter(~again)
+    return _typed(rows.with_columns(pl.col(pl.Categorical).cast(pl.String)), COLLECTIVES_SCHEMA, "collectives")
 
 
 def _placements(store: Store, window: Window) -> pl.DataFrame:

@@ -283,6 +283,11 @@ def _cnp_item(where: str, unmonitored: list[str] | None) -> Item:
     return _item("cnp_loss", where, True)
 
 
+def _jobs_in(frame: pl.DataFrame) -> set[str]:
+    """The distinct `job_id`s of a frame (millions of collectives: made distinct before they become Python)."""
+    return set(frame["job_id"].unique().to_list())
+
+
 def _jobs(frames: Frames) -> list[Item]:
     """Jobs whose slowdown can be measured (their collectives in the window joined to them, as single operations),
     whose hangs can be told (collectives joined to them before it: a hung job's window holds none), and collectives
@@ -293,13 +298,13 @@ def _jobs(frames: Frames) -> list[Item]:
     coll = coll.filter(pl.col("ts") >= frames.window.start, pl.col("ts") < frames.window.end)
     timed = ~pl.col("source").is_in(INTERVAL_MEANS)
     items = []
-    placed = sorted(set(frames.endpoints()["job_id"].to_list()))
+    placed = sorted(_jobs_in(frames.endpoints()))
     joined = coll.filter(pl.col("job_id") != "")
-    ops = set(joined.filter(timed)["job_id"].to_list())
-    means = set(joined["job_id"].to_list()) - ops
+    ops = _jobs_in(joined.filter(timed))
+    means = _jobs_in(joined) - ops
     earlier = before.filter(pl.col("ts") < frames.window.end)
-    heard_ops = set(earlier.filter(timed)["job_id"].to_list())
-    heard_means = set(earlier["job_id"].to_list()) - heard_ops
+    heard_ops = _jobs_in(earlier.filter(timed))
+    heard_means = _jobs_in(earlier) - heard_ops
     for job in placed:
         code = "" if job in ops else "interval_means_only" if job in means else "no_collectives"
         items.append(_item("unexplained_slowdown", job, not code, code))
@@ -326,6 +331,8 @@ def coverage(frames: Frames, fabric: Fabric | None = None, speeds: PortSpeeds | 
         reads.setdefault((device, fabric.iface(device, port) if port else ""), {})[metric] = float(every)
     out = Coverage(frames.window)
     reporting = set(roles)
+    # every switch's speeds in one load (a query or two), not one load per device as its ports come up in turn
+    speeds.frame(sorted(d for d, r in roles.items() if r == "switch"))
     peers: CnpPeers | None = None  # where NICs' CNPs go, read once where a NIC counts CNPs both ways
     for (device, port), got in sorted(reads.items()):
         if roles.get(device) == "switch" and port:

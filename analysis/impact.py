@@ -180,13 +180,17 @@ def measure(
     lookback = dt.timedelta(seconds=p.lookback_s)
     cols = [*KEY, "ts", "host", "pid", "rank", "exec_time_us", "bus_bw_gbs", "weight"]
     rows = rows.select(cols).with_columns(began=began())
-    jobs_rows = rows.join(targets, on="job_id")
-    during = jobs_rows.filter((pl.col("ts") >= pl.col("start")) & (pl.col("began") <= pl.col("end")))
+    by_ts = rows.sort("ts")
+    longest = dt.timedelta(microseconds=float(rows.select(pl.col("exec_time_us").max()).item() or 0.0))
+    # what ran during the finding: ended after it began, began before it ended (so ended at most the longest
+    # operation after it)
+    during = _per_target(by_ts, targets, pl.col("start"), pl.col("end") + longest).filter(
+        pl.col("ts") >= pl.col("start"), pl.col("began") <= pl.col("end")
+    )
     during = uncarved(during, carved or {})
-    clean = rows.filter(~overlapping(rows["began"], rows["ts"], excluded))
+    clean = by_ts.filter(~overlapping(by_ts["began"], by_ts["ts"], excluded))
     base = (
-        clean.join(targets, on="job_id")
-        .filter(pl.col("ts").is_between(pl.col("start") - lookback, pl.col("end") + lookback))
+        _per_target(clean, targets, pl.col("start") - lookback, pl.col("end") + lookback)
         .group_by("fid", *KEY)
         .agg(
             base_exec=pl.col("exec_time_us").median(),
@@ -218,6 +222,23 @@ def measure(
     return out.select(empty.columns).cast(empty.schema).sort("fid", "job_id")
 
 
+def _per_target(rows: pl.DataFrame, targets: pl.DataFrame, lo: pl.Expr, hi: pl.Expr) -> pl.DataFrame:
+    """The rows (sorted by `ts`) of each target's job that ended in [lo, hi] (expressions of the target's columns),
+    with the target's columns: each target's span found by binary search, not a join of every row of the job to
+    every target of it (an hour of 128x8 is millions of rows, a finding's span a few minutes of them)."""
+    spans = targets.with_columns(_lo=lo, _hi=hi)
+    ts = rows["ts"]
+    first = ts.search_sorted(spans["_lo"], side="left")
+    last = ts.search_sorted(spans["_hi"], side="right")
+    parts = [
+        rows.slice(a, b - a)
+        .filter(pl.col("job_id") == target["job_id"])
+        .with_columns(pl.lit(target[c], targets.schema[c]).alias(c) for c in targets.columns if c != "job_id")
+        for target, a, b in zip(spans.drop("_lo", "_hi").iter_rows(named=True), first, last, strict=True)
+    ]
+    return pl.concat(parts) if parts else rows.join(targets, on="job_id").head(0)
+
+
 def _bus_gigabytes() -> pl.Expr:
     """The gigabytes one operation puts on each rank's wire (NCCL's bus bytes: bus bandwidth x time, the same
     for every run of an operation): its own figures, else its baseline's where it reported no bandwidth."""
@@ -233,12 +254,16 @@ def _silences(rows: pl.DataFrame, targets: pl.DataFrame, p: ImpactParams) -> pl.
     can stop a collective (`stops`: `STOPPING_KINDS`; targets without the column are taken to)."""
     if "stops" in targets.columns:
         targets = targets.filter(pl.col("stops")).drop("stops")
+    # only the jobs a stopping finding concerns (most findings stop nothing), each rank's records in order and
+    # numbered (one integer to window by, not four columns: an hour of 128x8 is millions of records)
+    mine = rows.filter(pl.col("job_id").is_in(targets["job_id"].unique().implode()))
     series = (
-        rows.select(*SERIES, "job_id", "ts", "began")
+        mine.select(*SERIES, "job_id", "ts", "began")
         .sort(*SERIES, "ts")
-        .with_columns(next_began=pl.col("began").shift(-1).over(SERIES))
+        .with_columns(_rank=pl.struct(SERIES).rle_id())
+        .with_columns(next_began=pl.col("began").shift(-1).over("_rank"))
         .with_columns(gap=pl.col("next_began") - pl.col("ts"))
-        .with_columns(quiet_from=pl.col("ts") + pl.col("gap").median().over(SERIES).fill_null(dt.timedelta(0)))
+        .with_columns(quiet_from=pl.col("ts") + pl.col("gap").median().over("_rank").fill_null(dt.timedelta(0)))
     )
     quiet = series.join(targets, on="job_id").with_columns(
         _from=pl.max_horizontal("quiet_from", "start"),

@@ -160,17 +160,24 @@ def _every(p: SlowdownParams) -> str:
 
 def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
     """Rows with `bucket`, `base` (their baseline execution time), `ratio`, `excess_us` and `slow_bucket`, one per
-    collective and bucket its execution overlaps (`_rec`: the collective; `share`: the part of its execution in
-    the bucket, over which its excess is spread). By time, not by record: a storm the fabric missed stretches
-    collectives to 15 s, one record ending every third 5 s bucket, and buckets judged by the records ending in them
-    left that spell in pieces shorter than `min_seconds`; judged by what ran in them, every bucket is slow."""
+    collective and bucket its execution overlaps (`_rec`: the collective's row in `rows`, whose other columns
+    `_records` joins back; `share`: the part of its execution in the bucket, over which its excess is spread). By
+    time, not by record: a storm the fabric missed stretches collectives to 15 s, one record ending every third 5 s
+    bucket, and buckets judged by the records ending in them left that spell in pieces shorter than `min_seconds`;
+    judged by what ran in them, every bucket is slow."""
     every = _every(p)
     bucket_end = pl.col("bucket") + pl.duration(microseconds=round(p.bucket_s * 1e6))
     overlap = pl.min_horizontal("ts", bucket_end) - pl.max_horizontal("_began", "bucket")
     # the comparable operations (`KEY`: five strings) as one integer, joined once per record: the baselines are then
-    # joined to every (record, bucket) row on it (an hour of 128x8 is millions of records)
+    # joined to every (record, bucket) row on it (an hour of 128x8 is millions of records); only the columns the
+    # baselines need are spread over buckets (all of them made every join of millions of rows copy two dozen)
     keys = rows.select(KEY).unique().with_row_index("_key")
-    records = rows.with_row_index("_rec").join(keys, on=KEY, how="left", coalesce=True)
+    records = (
+        rows.select(*KEY, "ts", "exec_time_us", "bus_bw_gbs", "weight")
+        .with_row_index("_rec")
+        .join(keys, on=KEY, how="left", coalesce=True)
+        .drop(k for k in KEY if k != "job_id")
+    )
     # the buckets from the one the collective began in to the one it ended in, as offsets from the first (as integers:
     # a third faster than ranges of datetimes over millions of records)
     first_bucket = pl.col("_began").dt.truncate(every)
@@ -205,16 +212,19 @@ def _ratios(rows: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
         return per.filter(pl.col("inflation") >= p.min_inflation).select("job_id", "bucket")
 
     first = judged(records)
-    touched = spread.join(slow_buckets(first), on=["job_id", "bucket"], how="semi").select("_rec")
-    second = judged(records.join(touched, on="_rec", how="anti"))
+    touched = spread.join(slow_buckets(first), on=["job_id", "bucket"], how="semi")["_rec"].unique()
+    second = judged(records.filter(~pl.col("_rec").is_in(touched.implode())))
     slow = slow_buckets(second).with_columns(slow_bucket=pl.lit(True))
     out = second.join(slow, on=["job_id", "bucket"], how="left").with_columns(pl.col("slow_bucket").fill_null(False))
-    return out.drop("_key")
+    return out.drop("_key", "_began")
 
 
-def _records(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
-    """One row per collective (`_ratios` spreads them over buckets): the one of the bucket it ended in."""
-    return judged.filter(pl.col("bucket") == pl.col("ts").dt.truncate(_every(p)))
+def _records(judged: pl.DataFrame, rows: pl.DataFrame, job: str, p: SlowdownParams) -> pl.DataFrame:
+    """The job's collectives, one row each (`_ratios` spreads them over buckets: the one of the bucket it ended in),
+    with every column of `rows` (of which `_ratios` judged them) and their baseline and ratio."""
+    mine = judged.filter(pl.col("job_id") == job, pl.col("bucket") == pl.col("ts").dt.truncate(_every(p)))
+    own = rows.with_row_index("_rec").filter(pl.col("job_id") == job)
+    return own.join(mine.drop("job_id", "ts", "exec_time_us", "bus_bw_gbs", "weight"), on="_rec").sort("_rec")
 
 
 def _spells(judged: pl.DataFrame, p: SlowdownParams) -> pl.DataFrame:
@@ -382,7 +392,7 @@ def detect(ctx: Context, p: SlowdownParams) -> list[Finding]:
         if row["end"] <= ctx.window.start:
             continue
         job = row["job_id"]
-        mine = _records(judged, p).filter(pl.col("job_id") == job)
+        mine = _records(judged, rows, job, p)
         start, end = ctx.clip(*_edges(mine, row["start"], row["end"], p))
         seconds = (end - start).total_seconds()
         if seconds < p.min_seconds - 1e-6:
