@@ -26,6 +26,11 @@ log = logging.getLogger(__name__)
 _NON_FABRIC_LITERAL = NON_FABRIC_PORT.replace("\\", "\\\\")  # backslashes escaped in a SQL string literal
 SWITCH_PORTS = f" AND NOT (role = 'switch' AND match(toString(port), '{_NON_FABRIC_LITERAL}'))"
 
+#: How long an LLDP neighbour outlives its last advertisement in the agent's table: IEEE 802.1AB's TTL, msgTxInterval
+#: (30 s) x msgTxHold (4) by default (lldpd, SONiC, EOS, NX-OS alike). A neighbour a device's later read lacks by
+#: more than this is gone; one missing for less may be between two reads of a dump stamped per neighbour.
+LLDP_TTL_S = 120.0
+
 LINKS_SCHEMA: dict[str, pl.DataType] = {
     "device": pl.String(),
     "port": pl.String(),
@@ -112,13 +117,27 @@ class TopologyReads:
         }
 
     def links(self) -> pl.DataFrame:
-        """The latest adjacency per port seen up to the window's end (LINKS_SCHEMA)."""
+        """The latest adjacency per port seen up to the window's end (LINKS_SCHEMA), without the neighbours that
+        aged out: one its device's own LLDP reads (the same source) stopped naming more than `LLDP_TTL_S` before
+        the window, while they went on (a neighbour that stops advertising leaves the agent's table after its
+        TTL, so a later read without it says the cable is gone). A neighbour read in the window, or within a TTL
+        before it, stays (a link that went down there drops out of LLDP for that reason), and so does the last
+        read of a device that fell silent (the best cabling known)."""
         sql = """
-SELECT toString(device) AS device, toString(port) AS port,
-    toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
-FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source NOT IN ('alias', 'rdma', 'chassis')
+SELECT device, port, argMax(peer_device, last_seen) AS peer_device, argMax(peer_port, last_seen) AS peer_port
+FROM (
+    SELECT *, max(last_seen) OVER (PARTITION BY device, source) AS device_seen FROM (
+        SELECT toString(device) AS device, toString(port) AS port, source, max(seen_at) AS last_seen,
+            toString(argMax(peer_device, seen_at)) AS peer_device, toString(argMax(peer_port, seen_at)) AS peer_port
+        FROM links WHERE seen_at < {end:DateTime64(9, 'UTC')} AND source NOT IN ('alias', 'rdma', 'chassis')
+        GROUP BY device, port, source
+    )
+)
+WHERE last_seen >= {start:DateTime64(9, 'UTC')} - toIntervalMillisecond({ttl_ms:Int64})
+    OR last_seen >= device_seen - toIntervalMillisecond({ttl_ms:Int64})
 GROUP BY device, port ORDER BY device, port"""
-        links = plain(self._query(("links",), sql, self._params(())), LINKS_SCHEMA, "links")
+        params = self._params((), {"ttl_ms": round(LLDP_TTL_S * 1000)})
+        links = plain(self._query(("links",), sql, params), LINKS_SCHEMA, "links")
         links = self.named(links, ("device", "peer_device"))
         return on_asics(links, self._chassis_ports()).sort("device", "port")
 

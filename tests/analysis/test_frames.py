@@ -259,3 +259,41 @@ def test_other_sources_names_of_a_device_are_its_counters_name(store: Store, now
     store.insert("endpoints", pa.Table.from_batches([conform("endpoints", pa.table(placed))]))
     ep = Frames(store, Window(now, now + dt.timedelta(seconds=10))).endpoints()
     assert ep.select("host", "netdev").rows() == [("gpu-1.dc1.example.com", "eth0")]  # a Kubernetes node name
+
+
+def _lldp(store: Store, at: dt.datetime, rows: list[tuple[str, str, str, str]], source: str = "lldp") -> None:
+    """One LLDP read of a device: every neighbour it names, stamped with the read's time."""
+    cols = ("device", "port", "peer_device", "peer_port")
+    table = pa.table({c: [r[i] for r in rows] for i, c in enumerate(cols)})
+    table = table.append_column("seen_at", pa.array([at] * len(rows), pa.timestamp("ns", tz="UTC")))
+    table = table.append_column("source", pa.array([source] * len(rows)))
+    store.insert("links", pa.Table.from_batches([conform("links", table)]))
+
+
+def test_a_neighbour_its_device_no_longer_names_ages_out(store: Store, now: dt.datetime) -> None:
+    """LLDP's TTL (IEEE 802.1AB: 4 x 30 s by default) removes a neighbour that stopped advertising from the
+    agent's table, so a device's later reads without it say the cable is gone (a storage array unplugged, a port
+    re-cabled to nothing): that row ages out. A neighbour read in the window stays (a link that went down in it
+    dropped out of LLDP for that reason), and so do the last reads of a device that stopped reporting (the best
+    known cabling); one read jittered by the dump's own stamps is no absence."""
+    day = dt.timedelta(days=1)
+    _lldp(store, now - day, [("leaf-1", "Ethernet0", "array-1", "eth0"), ("leaf-1", "Ethernet4", "gpu-1", "eth0")])
+    _lldp(store, now - day, [("leaf-1", "Ethernet8", "spine-1", "Ethernet0")])
+    # leaf-2 fell silent two hours ago, after a dump whose neighbours carry stamps 30 ms apart
+    _lldp(store, now - dt.timedelta(hours=2), [("leaf-2", "Ethernet0", "gpu-2", "eth0")])
+    _lldp(
+        store, now - dt.timedelta(hours=2) + dt.timedelta(milliseconds=30), [("leaf-2", "Ethernet4", "gpu-4", "eth0")]
+    )
+    for minutes in (30, 1):
+        # Ethernet12's neighbour went away with the window's first minute: seen in the window, kept
+        seen = [("leaf-1", "Ethernet4", "gpu-1", "eth0"), ("leaf-1", "Ethernet8", "spine-1", "Ethernet0")]
+        _lldp(store, now - dt.timedelta(minutes=minutes), [*seen, ("leaf-1", "Ethernet12", "gpu-3", "eth0")])
+    _lldp(store, now + dt.timedelta(minutes=1), [("leaf-1", "Ethernet4", "gpu-1", "eth0")])
+    frames = Frames(store, Window(now, now + dt.timedelta(minutes=5)))
+    assert frames.links().select("device", "port", "peer_device").rows() == [
+        ("leaf-1", "Ethernet12", "gpu-3"),
+        ("leaf-1", "Ethernet4", "gpu-1"),
+        ("leaf-1", "Ethernet8", "spine-1"),
+        ("leaf-2", "Ethernet0", "gpu-2"),
+        ("leaf-2", "Ethernet4", "gpu-4"),
+    ]
