@@ -36,6 +36,7 @@ from rocescope.config import AnalysisConfig, Settings, StoreConfig
 from rocescope.errors import SimError
 from rocescope.pipeline.store import ChdbStore
 from rocescope.sim.impact_eval import impact_json
+from rocescope.sim.other_detectors import analyze_with
 from rocescope.sim.profile import Profile, load_profile
 from rocescope.sim.run import RunSummary, run_scenario
 from rocescope.sim.scenario import INCIDENT_KINDS, Scenario, load_scenario, scenario_names
@@ -132,12 +133,14 @@ def evaluate_run(
     profile: str | Path | Profile | None = None,
     path: str = "fast",
     impact: bool = True,
+    detectors: Path | None = None,
 ) -> RunOutcome:
     """One scenario (a shipped name, or a `Scenario` as the exam draws it) with one seed under one profile
     (default: the scenario's): simulate into the store (a database per run) on the `fast` or `served` path,
     analyze, score. A detector that raises fails the run (`EvalError`). Without `impact`, the incidents' toll
     is not measured against counterfactual runs (each overlapping incident costs a rerun of the fabric): for
-    scoring detection alone."""
+    scoring detection alone. `detectors`: another commit's package install whose detectors analyze the run
+    instead (`rocescope.sim.other_detectors`: the difficulty guard)."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, not {path!r}")
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -157,16 +160,21 @@ def evaluate_run(
     truths = [Truth.from_dict(d) for d in summary.incidents]
     truths = [replace(t, unresolved=unobservable_by_cadence(t.kind, prof, poll, t.seconds) or "") for t in truths]
     t0 = time.perf_counter()
+    window = Window(summary.start, summary.end)
+    if detectors is not None:
+        findings = analyze_with(detectors, store_dir, db, window)
     with ChdbStore(store_dir, db) as store:
-        result = analyze(store, Window(summary.start, summary.end), cfg, write=False)
+        if detectors is None:
+            result = analyze(store, window, cfg, write=False)
+            detectors_ran(result, sc.name, seed, prof.name, path)
+            findings = result.findings
         store.command(f"DROP DATABASE IF EXISTS `{db}`")
     analyze_s = time.perf_counter() - t0
-    detectors_ran(result, sc.name, seed, prof.name, path)
-    kinds = {t.kind for t in truths} | {f.kind for f in result.findings} | set(KIND_GROUPS)
+    kinds = {t.kind for t in truths} | {f.kind for f in findings} | set(KIND_GROUPS)
     cadence = {k: coarsest_cadence(prof, k, poll) for k in kinds}
-    scores = score(truths, result.findings, poll, cadence=cadence, clock_s=clock_error_s(prof))
+    scores = score(truths, findings, poll, cadence=cadence, clock_s=clock_error_s(prof))
     return RunOutcome(
-        sc.name, seed, truths, result.findings, scores, summary.sim_seconds, summary.wall_seconds, prof.name, path,
+        sc.name, seed, truths, findings, scores, summary.sim_seconds, summary.wall_seconds, prof.name, path,
         analyze_s,
     )  # fmt: skip
 
@@ -219,13 +227,15 @@ def die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # 1: PR_SET_PDEATHSIG (linux/prctl.h)
 
 
-def _run_in_worker(run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str, impact: bool) -> RunOutcome:
+def _run_in_worker(
+    run: PlannedRun, cfg: AnalysisConfig | None, path: str, root: str, impact: bool, detectors: Path | None
+) -> RunOutcome:
     """One planned run in a worker process, in a store directory of the worker's own (one process per chdb
     directory)."""
     import os
 
     where = Path(root) / f"worker-{os.getpid()}"
-    return evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact)
+    return evaluate_run(run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact, detectors)
 
 
 def run_plan(
@@ -237,9 +247,11 @@ def run_plan(
     workers: int = 1,
     store_dir: Path | None = None,
     impact: bool = True,
+    detectors: Path | None = None,
 ) -> list[RunOutcome]:
     """Every planned run's outcome, in plan order; with `workers` > 1, that many runs at a time, each in a process
-    of its own (the simulator and the detectors are single-threaded); `impact` as `evaluate_run`."""
+    of its own (the simulator and the detectors are single-threaded); `impact` and `detectors` as
+    `evaluate_run`."""
     outcomes: list[RunOutcome | None] = [None] * len(plan)
     with tempfile.TemporaryDirectory(prefix="rocescope-eval-") as tmp, _bar(progress, len(plan)) as step:
         where = store_dir or Path(tmp)
@@ -247,7 +259,7 @@ def run_plan(
             for i, run in enumerate(plan):
                 step(f"{run.profile or 'own profile'}: {run.name} seed {run.seed}")
                 outcomes[i] = evaluate_run(
-                    run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact
+                    run.scenario, run.seed, where, run.duration_s, cfg, run.profile, path, impact, detectors
                 )
                 if on_run is not None:
                     on_run(outcomes[i])  # type: ignore[arg-type]
@@ -258,7 +270,8 @@ def run_plan(
             context = multiprocessing.get_context("spawn")
             with ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=die_with_parent) as pool:
                 futures = {
-                    pool.submit(_run_in_worker, run, cfg, path, str(where), impact): i for i, run in enumerate(plan)
+                    pool.submit(_run_in_worker, run, cfg, path, str(where), impact, detectors): i
+                    for i, run in enumerate(plan)
                 }
                 for done in as_completed(futures):
                     i = futures[done]

@@ -268,6 +268,14 @@ def eval_cmd(
             "(one run per seed and kind, the seeds taking the kind's scenarios in turn)."
         ),
     ] = "fast",
+    detectors_from: Annotated[
+        Path | None,
+        typer.Option(
+            help="Analyze each run with the detectors of another commit's package install (`pip install --no-deps "
+            "--target DIR <checkout>`) instead of this tree's: the exam's difficulty guard (the twin as hard for "
+            "an old commit's detectors as independent data was)."
+        ),
+    ] = None,
 ) -> None:
     """Score the detectors on simulated incidents with ground truth, per deployment profile: precision,
     recall, localization (matched at the anchor, not merely the device), job attribution, findings per incident
@@ -321,7 +329,12 @@ def eval_cmd(
             )
             title = f"{n} seed(s) per kind, {path} path"
         measure = impact if impact is not None else not exam
-        outcomes = ev.run_plan(plan, settings.analysis, path, on_run, not as_json, workers, impact=measure)
+        if detectors_from is not None:
+            measure = False  # impact and blame are this tree's, on this tree's findings
+            title += f", detectors of {detectors_from}"
+        outcomes = ev.run_plan(
+            plan, settings.analysis, path, on_run, not as_json, workers, impact=measure, detectors=detectors_from
+        )
     except (RocescopeError, ValueError) as exc:
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     results = ev.group_scores(outcomes, lambda o: "exam" if exam else o.profile)
