@@ -45,12 +45,18 @@ def balance(nic: pl.DataFrame, bucket_s: float) -> pl.DataFrame:
     )
 
 
-def jitter(balance: pl.DataFrame, start: dt.datetime, end: dt.datetime) -> float:
+def jitter(balance: pl.DataFrame, start: dt.datetime, end: dt.datetime, bucket_s: float) -> float:
     """The balance's typical error from its reads' timing: the median size of its bucket balances outside [start,
-    end) while CNPs are sent (steady rates read at other instants and stamped by other clocks move a few counts across
-    each edge, either way); 0 where no other bucket carries CNPs (an incast's CNPs may all fall in its own buckets:
-    then the loss is all there is, and no jitter is shown)."""
-    outside = balance.filter(pl.col("fabric_sent") > 0, (pl.col("bucket") < start) | (pl.col("bucket") >= end))
+    end) and the bucket on each side of it, while CNPs are sent (steady rates read at other instants and stamped by
+    other clocks move a few counts across each edge, either way); 0 where no other bucket carries CNPs (an incast's
+    CNPs may all fall in its own buckets: then the loss is all there is, and no jitter is shown). The buckets that
+    share an edge with [start, end) hold the reads straddling the loss's own start and end: where the rates step
+    there, their balances swing by up to a read's worth of the step each way (a skewed NIC clock: +19,652 and
+    -12,652 around a 90 s loss of 700 CNPs/s), which is that loss's edge, not the steady balance's error."""
+    step = dt.timedelta(seconds=bucket_s)
+    outside = balance.filter(
+        pl.col("fabric_sent") > 0, (pl.col("bucket") < start - step) | (pl.col("bucket") >= end + step)
+    )
     size = outside.select(pl.col("fabric_lost").abs().median()).item()
     return float(size) if size is not None else 0.0
 

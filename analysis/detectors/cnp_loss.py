@@ -400,7 +400,7 @@ def _nic_findings(ctx: Context, p: CnpLossParams, bad: pl.DataFrame, balance: pl
         later = float(lost.filter(bucket >= row["start"]).sum()) + early
         whole = float(lost.filter(((bucket >= row["start"]) & (bucket < row["end"])) | ~at_edges).sum())
         kept = min(later, whole)
-        typical = jitter(balance, row["start"], row["end"])
+        typical = jitter(balance, row["start"], row["end"], p.bucket_s)
         if row["fabric_lost"] <= p.jitter_factor * typical or kept < p.min_kept_share * row["fabric_lost"]:
             continue
         # shorter than min_seconds only where no read skew can make the loss (a short incast's deaf sender), or where

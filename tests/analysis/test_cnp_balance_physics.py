@@ -133,8 +133,10 @@ def test_a_held_nic_marked_less_than_its_job_mates_explains_a_loss_smaller_than_
     flows cross the congestion less) while PFC holds it back. Its shortfall at its job-mates' rate (3,650/s) is
     five times what the balance lost (700/s), yet nothing else explains the loss and DCQCN evidently did not slow
     it (an exam draw, fc5f241 arista-eos cnp_loss_partial 948558964001: gpu-017 handled 9% of its job-mates' rate
-    and the fabric lost a fifth of that shortfall: missed)."""
-    t = Telemetry(now, 240)
+    and the fabric lost a fifth of that shortfall: missed). The window starts 9 s into a 10 s bucket, so the loss
+    starts and ends 1 s before bucket edges: its edge buckets swing by a skewed clock's read each way (+19,652 and
+    -12,652 CNPs), which once counted as the balance's jitter and hid it (a wall clock at :x9 made this test fail)."""
+    t = Telemetry(now.replace(second=now.second - now.second % 10 + 9), 240)
     one_leaf(t)
     on = (60.0, 150.0)
     handled = {h: steps((*on, 350.0 if h == "gpu-03" else 4000.0)) for h in SENDERS}
