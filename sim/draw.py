@@ -11,7 +11,8 @@ What is drawn (`draw_scenario`):
   ports (one to four leaves per rail, so traffic crosses spines), 2 or 4 spines, non-blocking (uplinks =
   host ports, at host speed: rail-optimized AI fabrics are built 1:1);
 * every job's placement (contiguous or scattered: a fragmenting scheduler), collective (ring or tree all-reduce,
-  or a mixture-of-experts all-to-all), compute gap and message size;
+  or a mixture-of-experts all-to-all), step time and the share of it its NICs communicate (compute gap and
+  message size follow);
 * each incident's place anywhere the fabric allows, its size within its kind's range and its window anywhere in
   the run; incidents that ride on a fan-in (a CNP-losing sender, a port without PFC) are placed on the drawn
   fan-in, as the template places them on its own;
@@ -40,7 +41,7 @@ import numpy as np
 
 from rocescope.sim.ecmp import HASH_FUNCTIONS
 from rocescope.sim.incidents import place
-from rocescope.sim.jobs import COLLECTIVES, Job
+from rocescope.sim.jobs import COLLECTIVES, Job, MiB
 from rocescope.sim.scenario import (
     Background,
     CnpLoss,
@@ -117,10 +118,12 @@ class _Ranges:
     cnp_loss_fraction = (0.3, 0.9)
     #: faults that last (flaps, optics, stragglers, deadlocks): half a minute to two
     fault_s = (30.0, 120.0)
-    #: jobs: compute gaps of 20-400 ms between communication phases (sub-second duty cycles) and 32-512 MiB of
-    #: gradients per GPU per iteration
-    compute_ms = (20.0, 400.0)
-    message_mib = (32.0, 512.0)
+    #: jobs: a training step of 100 ms to 1 s (sub-second phases: compute and communication alternate every
+    #: second or faster), of which the NICs communicate 5-95% (the duty cycle: a data-parallel job with small
+    #: gradient buckets idles its NICs most of a step, an FSDP or MoE job whose all-gathers and all-to-alls
+    #: overlap its compute keeps them busy nearly all of it); the message is what fills that share at line rate
+    step_ms = (100.0, 1000.0)
+    comm_share = (0.05, 0.95)
     #: a storage array in one run of two (half the exam's runs with an unmonitored peer, half without): it serves
     #: reads (a data loader's shards, a checkpoint restore) to 1-4 job hosts for 10 s to two minutes
     storage_share = 0.5
@@ -151,7 +154,7 @@ def draw_scenario(template: Scenario, seed: int) -> Scenario:
     with_storage = bool(storage_rng.random() < R.storage_share)
     grown = replace(template.fabric, hosts=template.fabric.hosts + 1) if with_storage else template.fabric
     fabric = template.fabric if kinds & _SHAPED else _fabric(grown, kinds, rng)
-    jobs = [_job(j, rng) for j in template.jobs]
+    jobs = [_job(j, rng, template.fabric.host_speed_gbps) for j in template.jobs]
     topo = Topology(fabric)
     draw = _Drawer(rng, topo, place(topo, jobs, seed), template.duration)
     fan_ins = [inc for inc in template.incidents if isinstance(inc, Incast | Microburst)]
@@ -255,13 +258,21 @@ def _fabric(spec: FabricSpec, kinds: set[str], rng: np.random.Generator) -> Fabr
     )
 
 
-def _job(job: JobModel, rng: np.random.Generator) -> JobModel:
+def _job(job: JobModel, rng: np.random.Generator, host_gbps: float) -> JobModel:
+    """The job's placement, collective and step: its compute gap and the message whose collective keeps its
+    NICs at line rate for the drawn share of the step (at nominal speed: contention only stretches it)."""
+    placement, collective = str(rng.choice(["contiguous", "scattered"])), str(rng.choice(COLLECTIVES))
+    step_s, busy = _log_uniform(rng, R.step_ms) / 1000, _uniform(rng, R.comm_share)
+    n = job.hosts
+    # what each rank puts on the fabric per byte of message (`jobs.fabric_bytes_per_rank`); a one-host job none
+    fabric_bytes_per_message = {"tree": 1.0, "alltoall": (n - 1) / n}.get(collective, 2 * (n - 1) / n) if n > 1 else 1.0
+    message = busy * step_s * host_gbps * 1e9 / 8 / fabric_bytes_per_message
     return job.model_copy(
         update={
-            "placement": str(rng.choice(["contiguous", "scattered"])),
-            "collective": str(rng.choice(COLLECTIVES)),
-            "compute_ms": round(_log_uniform(rng, R.compute_ms), 1),
-            "message_mib": round(_log_uniform(rng, R.message_mib), 1),
+            "placement": placement,
+            "collective": collective,
+            "compute_ms": round((1 - busy) * step_s * 1000, 1),
+            "message_mib": round(message / MiB, 1),
         }
     )
 

@@ -188,7 +188,9 @@ class Ledger:
           `min_senders` or more, for `INCAST.min_s`; the same from 75% busy, or for less than `min_s`: don't care;
         * microburst: polls below saturation whose queue went above the threshold only in runs shorter than
           `MICROBURST.max_run_s`, those less than `MICROBURST.train_gap_s` apart one train (one incident); runs up
-          to `MICROBURST.dont_care_run_s`, or less than `MICROBURST.min_above_s` above in a poll, are don't care.
+          to `MICROBURST.dont_care_run_s`, or less than `MICROBURST.min_above_s` above in a poll, are don't care,
+          as is a train between or beside polls of the port at or near saturation (an incast's dips: the
+          definition wants no span of 1 s near line rate, and the port had them).
           Longer runs below saturation are a queue held up by something else (a pause, a loop): neither kind."""
         rule, burst = INCAST, MICROBURST
         if len(self.rx_sent) < 2:
@@ -222,9 +224,14 @@ class Ledger:
                     f"overloaded {where} for {t[j + 1] - t[k]:g} s")  # fmt: skip
             for k, j in _runs(near_incast[:, i] & ~covered):
                 add("incast", k, j, True, f"congestion at {where} near saturation, short of an incast (don't care)")
+            saturated = incast[:, i] | near_incast[:, i]
             for k, j in _trains(bursts[:, i] | near_bursts[:, i], t, burst.train_gap_s):
                 if not bursts[k : j + 1, i].any():
                     add("microburst", k, j, True, f"queueing at {where} near a microburst's edge (don't care)")
+                    continue
+                if saturated[max(k - 1, 0) : j + 2].any():  # the definition: no span of 1 s near line rate
+                    add("microburst", k, j, True, f"bursts at {where} between or beside its saturated seconds (an "
+                        "incast's edges, don't care)")  # fmt: skip
                     continue
                 longest = float(run[k : j + 1, i][bursts[k : j + 1, i]].max()) * 1000
                 add("microburst", k, j, False, f"microbursts (emergent) into {where}: its queue above the ECN "

@@ -103,6 +103,8 @@ class RunOutcome:
     path: str = "fast"
     #: wall seconds the detectors took over the run's window
     analyze_seconds: float = 0.0
+    #: where another commit's detectors scored the run: this tree's on the same store (the guard's other column)
+    own: RunOutcome | None = None
 
 
 @dataclass
@@ -140,7 +142,8 @@ def evaluate_run(
     analyze, score. A detector that raises fails the run (`EvalError`). Without `impact`, the incidents' toll
     is not measured against counterfactual runs (each overlapping incident costs a rerun of the fabric): for
     scoring detection alone. `detectors`: another commit's package install whose detectors analyze the run
-    instead (`rocescope.sim.other_detectors`: the difficulty guard)."""
+    (`rocescope.sim.other_detectors`: the difficulty guard); the outcome is theirs, with this tree's on the same
+    store as its `own` (one simulation for both columns of the guard)."""
     if path not in PATHS:
         raise ValueError(f"path must be one of {PATHS}, not {path!r}")
     sc = scenario if isinstance(scenario, Scenario) else load_scenario(scenario)
@@ -161,22 +164,25 @@ def evaluate_run(
     truths = [replace(t, unresolved=unobservable_by_cadence(t.kind, prof, poll, t.seconds) or "") for t in truths]
     t0 = time.perf_counter()
     window = Window(summary.start, summary.end)
-    if detectors is not None:
-        findings = analyze_with(detectors, store_dir, db, window)
+    other = analyze_with(detectors, store_dir, db, window) if detectors is not None else None
+    other_s = time.perf_counter() - t0
     with ChdbStore(store_dir, db) as store:
-        if detectors is None:
-            result = analyze(store, window, cfg, write=False)
-            detectors_ran(result, sc.name, seed, prof.name, path)
-            findings = result.findings
+        result = analyze(store, window, cfg, write=False)
+        detectors_ran(result, sc.name, seed, prof.name, path)
         store.command(f"DROP DATABASE IF EXISTS `{db}`")
-    analyze_s = time.perf_counter() - t0
-    kinds = {t.kind for t in truths} | {f.kind for f in findings} | set(KIND_GROUPS)
-    cadence = {k: coarsest_cadence(prof, k, poll) for k in kinds}
-    scores = score(truths, findings, poll, cadence=cadence, clock_s=clock_error_s(prof))
-    return RunOutcome(
-        sc.name, seed, truths, findings, scores, summary.sim_seconds, summary.wall_seconds, prof.name, path,
-        analyze_s,
-    )  # fmt: skip
+    own_s = time.perf_counter() - t0 - other_s
+
+    def outcome(findings: list[Finding], analyze_s: float) -> RunOutcome:
+        kinds = {t.kind for t in truths} | {f.kind for f in findings} | set(KIND_GROUPS)
+        cadence = {k: coarsest_cadence(prof, k, poll) for k in kinds}
+        scores = score(truths, findings, poll, cadence=cadence, clock_s=clock_error_s(prof))
+        return RunOutcome(
+            sc.name, seed, truths, findings, scores, summary.sim_seconds, summary.wall_seconds, prof.name, path,
+            analyze_s,
+        )  # fmt: skip
+
+    mine = outcome(result.findings, own_s)
+    return mine if other is None else replace(outcome(other, other_s), own=mine)
 
 
 @dataclass(frozen=True)

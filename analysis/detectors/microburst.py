@@ -17,10 +17,12 @@ that bursts of synchronized senders build at the last hop). The shared physics i
   drained again by the read (at most `max_left_fraction` of the watermark). One reading is one peak, never as many
   bursts as the interval has seconds;
 * burst readings of one port closer than `merge_gap_s` (or 1.5 reads) form one finding when they show
-  `min_bursts` burst intervals: each reading counts once, or as many as the ECN-marking or CNP-sending
-  intervals (10 s queue counters, 1 s NIC counters) inside it, whichever is more; the receiver's CNPs count only
-  above every CNP sample inside its port's quiet reads (a NIC answers marks made at any hop of its flows: CNPs it
-  sends alike while its port's queue stays low are marked upstream, `_own_marks`);
+  `min_bursts` burst intervals, or `min_marked_bursts` (one) that its port's ECN marks or its receiver's CNPs
+  corroborate (a queue above Kmin marks: one burst past it is a microburst by the definition): each reading
+  counts once, or as many as the ECN-marking or CNP-sending intervals (10 s queue counters, 1 s NIC counters)
+  inside it, whichever is more; the receiver's CNPs count only above every CNP sample inside its port's quiet
+  reads (a NIC answers marks made at any hop of its flows: CNPs it sends alike while its port's queue stays low
+  are marked upstream, `_own_marks`);
 * a finding lasts while its port's ECN-marking and CNP-sending samples inside it say the bursts were (the
   reads only bound them: a 60 s read's interval began up to a minute before the first burst), and on through
   such samples after the port's last read when the data ends before its next one (bursts no read saw yet);
@@ -112,9 +114,16 @@ class MicroburstParams(FanInParams):
     )
     min_bursts: int = threshold(
         2,
-        "Burst intervals a finding needs.",
-        "derivation: one watermark read is one peak, which a single stray burst can make; two burst intervals show "
-        "the queue bursting again, not once.",
+        "Burst intervals a finding needs when no mark corroborates them.",
+        "derivation: a watermark read alone is one peak a single stray backlog can make; two burst intervals show "
+        "the queue bursting again (where marks corroborate the reads, min_marked_bursts applies).",
+        ge=1,
+    )
+    min_marked_bursts: int = threshold(
+        1,
+        "Burst intervals a finding needs when the queue's own ECN marks or the receiver's CNPs fall inside them.",
+        "derivation: a queue above Kmin marks (RED, as DCQCN deploys it), so a marked peak passed the ECN threshold, "
+        "and one burst past it is a microburst by the definition (a queue above Kmin for < 100 ms), recurring or not.",
         ge=1,
     )
     warning_bursts: int = threshold(
@@ -319,8 +328,11 @@ def detect(ctx: Context, p: MicroburstParams) -> list[Finding]:
             pl.col("burst_s").median().alias("burst_s"),
             pl.col("speed_source").first().alias("speed_source"),
             pl.col("dt_s").median().alias("read_every_s"),
+            pl.col("marked").fill_null(0).max().alias("corroborated"),
         ],
-    ).filter(pl.col("bursts") >= p.min_bursts)
+    ).filter(
+        (pl.col("bursts") >= p.min_bursts) | ((pl.col("corroborated") > 0) & (pl.col("bursts") >= p.min_marked_bursts))
+    )
     findings = []
     for row in eps.iter_rows(named=True):
         device, port, prio, n = row["device"], row["port"], int(row["priority"]), int(row["bursts"])

@@ -339,8 +339,13 @@ def eval_cmd(
         raise fail(exc if isinstance(exc, RocescopeError) else ConfigError(str(exc))) from None
     results = ev.group_scores(outcomes, lambda o: "exam" if exam else o.profile)
     by_profile = ev.group_scores(outcomes, lambda o: o.profile)
-    document = ev.evaluation_json(results) | (
-        {"commit": commit, "by_profile": ev.evaluation_json(by_profile)} if exam else {}
+    # with another commit's detectors, this tree's scored the same stores: the guard's other column
+    own = [o.own for o in outcomes if o.own is not None]
+    own_results = ev.group_scores(own, lambda o: "exam" if exam else o.profile)
+    document = (
+        ev.evaluation_json(results)
+        | ({"commit": commit, "by_profile": ev.evaluation_json(by_profile)} if exam else {})
+        | ({"this_tree": ev.evaluation_json(own_results)} if own else {})
     )
     if out is not None:
         out.write_text(json.dumps(document, indent=2) + "\n")
@@ -361,6 +366,12 @@ def eval_cmd(
             )
     if exam:
         wide.print(groups_table({r.profile: r.scores for r in by_profile}, "by profile: recall / precision per kind"))
+    for r in own_results:
+        wide.print(scores_table(r.scores, f"this tree's detectors on the same runs ({r.profile})"))
+        if r.baseline_s > 0:
+            wide.print(
+                f"clean baselines, this tree's detectors: {len(r.baseline_findings)} false finding(s)", highlight=False
+            )
 
 
 def _source_commit() -> str:

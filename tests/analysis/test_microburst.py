@@ -38,7 +38,7 @@ def test_stricter_thresholds_find_nothing(land: Callable[..., Landed]) -> None:
     run = land("microburst")
     with run.open() as store:
         # (a higher watermark floor alone does not: the queue's own ECN marks show each read passed its Kmin)
-        for strict in ({"min_bursts": 200}, {"saturated_load": 0.05}):
+        for strict in ({"min_bursts": 200, "min_marked_bursts": 200}, {"saturated_load": 0.05}):
             cfg = overrides_from({"microburst": strict})
             assert analyze(store, run.window, cfg, only=BURST, write=False).findings == [], strict
 

@@ -16,12 +16,14 @@ from rocescope.sim.evaluate import SCENARIOS
 from rocescope.sim.exam import exam_scenario, plan_exam
 from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import build_world, place
+from rocescope.sim.jobs import MiB
 from rocescope.sim.profile import load_profile
 from rocescope.sim.run import simulate
 from rocescope.sim.scenario import (
     CnpLoss,
     DegradedOptics,
     Incast,
+    JobModel,
     LinkFlap,
     Microburst,
     PfcMisconfig,
@@ -230,3 +232,55 @@ def test_some_runs_have_a_leaf_no_collector_reads_that_no_incident_touches() -> 
     assert leaf not in devices and under <= devices
     lldp = gear.links(START, "lldp").to_pylist()
     assert not [r for r in lldp if r["device"] == leaf] and [r for r in lldp if r["peer_device"] == leaf]
+
+
+def nominal_busy(job: JobModel, host_gbps: float) -> float:
+    """The share of a step the job's NICs send at line rate, from its message, collective and compute gap."""
+    n, message = job.hosts, job.message_mib * MiB
+    fabric_bytes = {"tree": message, "alltoall": (n - 1) / n * message}.get(job.collective, 2 * (n - 1) / n * message)
+    comm_s = fabric_bytes / (host_gbps * 1e9 / 8)
+    return comm_s / (comm_s + job.compute_ms / 1000)
+
+
+def test_drawn_jobs_keep_their_nics_busy_for_5_to_95_percent_of_sub_second_steps() -> None:
+    """Issue 28 item 1, issue 29 item 1: training traffic at every duty cycle, its phases sub-second; before, jobs
+    drew 20-400 ms of compute beside 32-512 MiB messages and idled their 400G NICs 80-100% of each step."""
+    busy = []
+    for seed in SEEDS:
+        sc = drawn("baseline", seed)
+        for job in sc.jobs:
+            busy.append(nominal_busy(job, sc.fabric.host_speed_gbps))
+            assert job.compute_ms < 1000  # sub-second compute phases
+    assert all(0.049 <= b <= 0.951 for b in busy), busy
+    assert min(busy) < 0.3 and max(busy) > 0.7  # the range is drawn, not one point of it
+    assert sum(b >= 0.4 for b in busy) >= len(busy) / 3  # many jobs where a 40%-busy veto would hide a burst
+
+
+def test_a_drawn_jobs_receiving_ports_carry_its_duty_cycle() -> None:
+    """The engine delivers what the draw meant: a leaf port facing a rank of a ring job (no fan-in: no congestion
+    slows it) sends for about the job's drawn share of each second."""
+    for seed in SEEDS:
+        sc = drawn("baseline", seed)
+        ring = [j for j in sc.jobs if j.collective == "ring" and j.hosts >= 2]
+        if ring and 0.3 <= nominal_busy(ring[0], sc.fabric.host_speed_gbps) <= 0.8:
+            break
+    job = ring[0]
+    sc = sc.model_copy(update={"jobs": [job], "incidents": [], "traffic": [], "unmonitored": []})
+    world = build_world(sc, 6.0, START)
+    tables: list[pa.Table] = []
+    simulate(world, lambda _ts, table: tables.append(table))
+    (placed,) = place(Topology(sc.fabric), sc.jobs, sc.seed)
+    port = world.topology.attachment(placed.hosts[0], placed.rails[0] if placed.rails else 0)
+
+    def sent(table: pa.Table) -> float:
+        rows = table.filter(
+            pc.and_(
+                pc.and_(pc.equal(table["device"].cast(pa.string()), port.device),
+                        pc.equal(table["port"].cast(pa.string()), port.name)),
+                pc.equal(table["metric"].cast(pa.string()), "tx_bytes"),
+            )
+        )  # fmt: skip
+        return float(pc.sum(rows["value"]).as_py() or 0.0)
+
+    busy = (sent(tables[-1]) - sent(tables[1])) / ((len(tables) - 2) * sc.fabric.host_speed_gbps * 1e9 / 8)
+    assert busy == pytest.approx(nominal_busy(job, sc.fabric.host_speed_gbps), abs=0.15)

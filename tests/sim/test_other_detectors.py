@@ -10,13 +10,9 @@ from pathlib import Path
 import pytest
 
 from rocescope.analysis.frames import Window
-from rocescope.analysis.run import analyze
-from rocescope.config import Settings, StoreConfig
 from rocescope.errors import SimError
-from rocescope.pipeline.store import ChdbStore
+from rocescope.sim.evaluate import evaluate_run
 from rocescope.sim.other_detectors import analyze_with
-from rocescope.sim.run import run_scenario
-from rocescope.sim.scenario import load_scenario
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -32,21 +28,19 @@ def _installed(tree: Path) -> Path:
 
 def test_another_trees_detectors_find_what_this_trees_do_on_the_same_run(tmp_path: Path) -> None:
     """The same detectors, run in the other process from a tree of their own, make the same findings of the run
-    as in this one: nothing is lost on the way back (kinds, places, times, severities, jobs)."""
-    store_dir, db = tmp_path / "store", "guard"
-    settings = Settings(store=StoreConfig(path=store_dir, database=db, ttl_days=0))
-    summary = run_scenario(settings, load_scenario("incast"), 150.0, counterfactuals=False)
-    window = Window(summary.start, summary.end)
-    theirs = analyze_with(_installed(tmp_path / "tree"), store_dir, db, window)
-    with ChdbStore(store_dir, db) as store:
-        ours = analyze(store, window, write=False).findings
+    as in this one: nothing is lost on the way back (kinds, places, times, severities, jobs). The evaluation scores
+    both on the one simulation: theirs as the outcome, this tree's as its `own` (the guard's two columns)."""
+    theirs = evaluate_run("incast", 1, tmp_path / "store", 150.0, impact=False, detectors=_installed(tmp_path / "tree"))
+    ours = theirs.own
+    assert ours is not None and ours.own is None
 
     def seen(f: object) -> tuple[object, ...]:
         return tuple(getattr(f, k) for k in ("kind", "severity", "start", "end", "devices", "ports", "job_ids"))
 
-    assert "incast" in {f.kind for f in ours}
-    assert [seen(f) for f in theirs] == [seen(f) for f in ours]
-    assert [sorted(f.evidence) for f in theirs] == [sorted(f.evidence) for f in ours]  # JSON: values as text
+    assert "incast" in {f.kind for f in ours.findings}
+    assert [seen(f) for f in theirs.findings] == [seen(f) for f in ours.findings]
+    assert [sorted(f.evidence) for f in theirs.findings] == [sorted(f.evidence) for f in ours.findings]  # JSON: text
+    assert {k: s.as_dict() for k, s in theirs.scores.items()} == {k: s.as_dict() for k, s in ours.scores.items()}
 
 
 def test_a_tree_without_the_package_is_a_clear_error(tmp_path: Path) -> None:
