@@ -122,3 +122,29 @@ def test_cnps_a_receiver_sends_alike_whatever_its_ports_watermark_are_marks_made
     assert [f.ports[0] for f in bursts] == [f"leaf1:{bursty}"], [f.summary for f in bursts]
     began, ended = ((x - now).total_seconds() for x in (bursts[0].start, bursts[0].end))
     assert 55 <= began <= 65 and 175 <= ended <= 185, (began, ended)
+
+
+@pytest.mark.parametrize("marked", [True, False])
+def test_one_burst_its_queue_marked_is_a_microburst_one_unmarked_peak_is_not(
+    store: Store, now: dt.datetime, marked: bool
+) -> None:
+    """One 20 ms burst on a half-busy port (an exam dev draw: a job's first synchronized step queued 8 receivers'
+    ports at once, never again). A queue above Kmin marks, so where its own ECN marks fall in the read's interval
+    the peak passed the ECN threshold: one burst is a microburst by the definition. A peak no mark corroborates is
+    one read a stray backlog can make: two burst intervals are needed (`min_bursts`)."""
+    once = (120.3, 120.32)
+    t = Telemetry(now, 300)
+    fabric(t, busy=0.5 * COMM_RATE)
+    for host in HOSTS:
+        extra = [(*once, LINE)] if host == BURST_RX else []
+        t.counter("leaf1", "switch", PORTS[host], "tx_bytes", steps(*training(0.5, *extra)), PORT_CLOCK)
+        t.counter("leaf1", "switch", PORTS[host], "rx_bytes", steps(*training(0.5)), PORT_CLOCK)
+    burst = PORTS[BURST_RX]
+    t.gauge("leaf1", "switch", burst, "queue_watermark_bytes", steps((*once, 5e6), base=3e4), WM_CLOCK, priority=3)
+    if marked:
+        t.counter("leaf1", "switch", burst, "queue_ecn_marked_packets", steps((*once, 3e6)), QUEUE_CLOCK, 3)
+    t.land(store)
+
+    bursts = [f for f in found(store, t) if f.kind == "microburst"]
+    assert [f.ports[0] for f in bursts] == ([f"leaf1:{burst}"] if marked else []), [f.summary for f in bursts]
+    assert all(f.severity == "info" and f.evidence["bursts"] == 1 for f in bursts)

@@ -397,3 +397,32 @@ def test_bursts_in_the_first_poll_interval_are_labelled() -> None:
     world.mark_emergent()
     (truth,) = world.truth
     assert (truth.kind, truth.observable, truth.dont_care) == ("microburst", True, False), truth.description
+
+
+def test_bursts_between_an_incasts_saturated_seconds_are_its_edges_not_microbursts() -> None:
+    """A port that an all-to-all saturates most seconds dips below line rate now and then, its queue still above the
+    ECN threshold in short runs. Those dips fall inside an incast episode: the microburst definition wants no span of
+    1 s near line rate, and the port had them, so they are don't care (before, a 16 s "microburst" train spanned two
+    incasts on 18 receivers of a dev draw). The same dips half a minute from any saturated second are microbursts."""
+    from rocescope.sim.emergent import Ledger
+    from rocescope.sim.topology import FabricSpec, Topology
+
+    topo = Topology(FabricSpec(hosts=8, rails=1, spines=2))
+    ledger = Ledger(topo)
+    speed = ledger.receivers[0].speed_bps / 8
+    n = len(ledger.receivers)
+    # per second: (share of line rate, seconds above Kmin, longest run above it, senders) at receiver 0
+    incast, dip, idle = (0.97, 0.9, 0.9, 6), (0.6, 0.004, 0.003, 6), (0.3, 0.0, 0.0, 1)
+    seconds = [incast, incast, dip, incast, incast, dip, dip, *[idle] * 30, dip, idle, dip, idle]
+    sent = above = 0.0
+    for t, (load, up, run, senders) in enumerate([idle, *seconds]):
+        sent, above = sent + load * speed, above + up
+        ledger.times.append(float(t))
+        ledger.rx_sent.append(np.r_[sent, np.zeros(n - 1)])
+        ledger.rx_above.append(np.r_[above, np.zeros(n - 1)])
+        ledger.rx_run.append(np.r_[run, np.zeros(n - 1)])
+        ledger.senders.append(np.r_[senders, np.zeros(n - 1, dtype=np.int64)])
+    events = [(e.kind, e.start_s, e.dont_care) for e in ledger.congestion() if e.port == ledger.receivers[0]]
+    assert ("incast", 0.0, False) in events and ("incast", 3.0, False) in events
+    assert ("microburst", 2.0, True) in events  # between and beside the saturated seconds: the incast's edges
+    assert ("microburst", 37.0, False) in events  # half a minute on, below saturation: microbursts
