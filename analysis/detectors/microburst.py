@@ -170,12 +170,25 @@ def burst_readings(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame, ma
     reads = mean_over(reads, paused, KEYS, "paused_us_per_s", late_reads=0.5).with_columns(
         (pl.col("paused_us_per_s").fill_null(0.0) / 1e6).alias("paused_fraction")
     )
+    # the read after an interval the port was held paused: the backlog the pause built draining at its release
+    # (a storm's or a deadlock's end), a queue that stood above Kmin for the whole pause, not a burst
+    when = reads.schema["ts"]
+    rows = reads.with_row_index("_r")
+    before = mean_over(
+        rows.select("_r", *KEYS, "dt_s", (pl.col("ts") - as_duration(pl.col("dt_s"))).cast(when).alias("ts")),
+        paused,
+        KEYS,
+        "_paused_before",
+        late_reads=0.5,
+    ).select("_r", "_paused_before")
+    reads = rows.join(before, on="_r", how="left").drop("_r")
+    released = pl.col("_paused_before").fill_null(0.0) / 1e6 > p.max_paused_fraction
     # what the queue held at the read: a snapshot of its occupancy taken then, not one from elsewhere in the read's
     # interval (a burst caught in flight seconds later says nothing about whether this read's peak had drained)
     occupancy = frames.gauges([QUEUE_NOW], devices=devices, roles=["switch"]).rename({"value": "left"})
     reads = nearest(reads, occupancy, KEYS, ["left"], AT_READ_S)
     drained = pl.col("left").is_null() | (pl.col("left") <= p.max_left_fraction * pl.col("watermark"))
-    return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained)
+    return reads.filter(pl.col("paused_fraction") <= p.max_paused_fraction, drained, ~released).drop("_paused_before")
 
 
 def _own_marks(ctx: Context, p: MicroburstParams, evidence: pl.DataFrame, own: pl.DataFrame) -> pl.DataFrame:

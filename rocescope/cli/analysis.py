@@ -272,8 +272,8 @@ def eval_cmd(
         Path | None,
         typer.Option(
             help="Analyze each run with the detectors of another commit's package install (`pip install --no-deps "
-            "--target DIR <checkout>`) instead of this tree's: the exam's difficulty guard (the twin as hard for "
-            "an old commit's detectors as independent data was)."
+            "--target DIR <checkout>`) as well as this tree's, both scored on the same runs: the exam's difficulty "
+            "guard (the twin as hard for an old commit's detectors as independent data was)."
         ),
     ] = None,
 ) -> None:
