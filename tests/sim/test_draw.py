@@ -166,7 +166,7 @@ def test_a_drawn_clean_baseline_sends_traffic_over_the_spines() -> None:
         sc = drawn("baseline", seed)
         if math.ceil(sc.fabric.hosts / sc.fabric.host_ports_per_leaf) >= 2 and len(sc.jobs) >= 1:
             break
-    world = build_world(sc, 4.0, START)
+    world = build_world(sc, 1.0, START)  # a second holds every job's first step (steps of 1 s at most)
     tables: list[pa.Table] = []
     simulate(world, lambda _ts, table: tables.append(table))
     last = tables[-1]
