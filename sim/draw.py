@@ -41,7 +41,7 @@ import numpy as np
 
 from rocescope.sim.ecmp import HASH_FUNCTIONS
 from rocescope.sim.incidents import place
-from rocescope.sim.jobs import COLLECTIVES, Job, MiB
+from rocescope.sim.jobs import COLLECTIVES, Job, MiB, fabric_share
 from rocescope.sim.scenario import (
     Background,
     CnpLoss,
@@ -263,10 +263,8 @@ def _job(job: JobModel, rng: np.random.Generator, host_gbps: float) -> JobModel:
     NICs at line rate for the drawn share of the step (at nominal speed: contention only stretches it)."""
     placement, collective = str(rng.choice(["contiguous", "scattered"])), str(rng.choice(COLLECTIVES))
     step_s, busy = _log_uniform(rng, R.step_ms) / 1000, _uniform(rng, R.comm_share)
-    n = job.hosts
-    # what each rank puts on the fabric per byte of message (`jobs.fabric_bytes_per_rank`); a one-host job none
-    fabric_bytes_per_message = {"tree": 1.0, "alltoall": (n - 1) / n}.get(collective, 2 * (n - 1) / n) if n > 1 else 1.0
-    message = busy * step_s * host_gbps * 1e9 / 8 / fabric_bytes_per_message
+    # a one-host job puts nothing on the fabric: its message is sized as if it did
+    message = busy * step_s * host_gbps * 1e9 / 8 / (fabric_share(collective, job.hosts) or 1.0)
     return job.model_copy(
         update={
             "placement": placement,

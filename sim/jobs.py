@@ -339,13 +339,16 @@ def alltoall_flows(job: Job, topology: Topology, qps: QpAllocator) -> list[Flow]
     return flows
 
 
+def fabric_share(collective: str, ranks: int) -> float:
+    """Bytes each rank puts on the fabric per byte of message, per iteration of its collective (0: one rank)."""
+    if ranks < 2:
+        return 0.0
+    return {"tree": 1.0, "alltoall": (ranks - 1) / ranks}.get(collective, 2 * (ranks - 1) / ranks)
+
+
 def fabric_bytes_per_rank(job: Job) -> float:
     """Bytes each rank puts on the fabric per iteration of its collective."""
-    n, message = len(job.pods), job.spec.message_bytes
-    if n < 2:
-        return 0.0
-    by_collective = {"tree": float(message), "alltoall": (n - 1) / n * message}
-    return by_collective.get(job.spec.collective, 2 * (n - 1) / n * message)
+    return fabric_share(job.spec.collective, len(job.pods)) * job.spec.message_bytes
 
 
 def cross_rail_flows(job: Job, topology: Topology, qps: QpAllocator, seed: int = 0) -> list[Flow]:

@@ -16,7 +16,7 @@ from rocescope.sim.evaluate import SCENARIOS
 from rocescope.sim.exam import exam_scenario, plan_exam
 from rocescope.sim.gear import Gear
 from rocescope.sim.incidents import build_world, place
-from rocescope.sim.jobs import MiB
+from rocescope.sim.jobs import MiB, fabric_share
 from rocescope.sim.profile import load_profile
 from rocescope.sim.run import simulate
 from rocescope.sim.scenario import (
@@ -236,9 +236,7 @@ def test_some_runs_have_a_leaf_no_collector_reads_that_no_incident_touches() -> 
 
 def nominal_busy(job: JobModel, host_gbps: float) -> float:
     """The share of a step the job's NICs send at line rate, from its message, collective and compute gap."""
-    n, message = job.hosts, job.message_mib * MiB
-    fabric_bytes = {"tree": message, "alltoall": (n - 1) / n * message}.get(job.collective, 2 * (n - 1) / n * message)
-    comm_s = fabric_bytes / (host_gbps * 1e9 / 8)
+    comm_s = fabric_share(job.collective, job.hosts) * job.message_mib * MiB / (host_gbps * 1e9 / 8)
     return comm_s / (comm_s + job.compute_ms / 1000)
 
 
