@@ -231,14 +231,25 @@ class World:
                 self.emergent.append(GroundTruth(SLOWDOWN, lo, hi, slowed, (), (), lossless, what, dont_care=True))
 
     def _jobs_crossing(self, ev: Event) -> tuple[str, ...]:
-        """Placed jobs with a flow crossing the event's port while it lasted."""
+        """Placed jobs with a flow crossing the event's port while it lasted; for fan-in (incast, microburst) also
+        the jobs with a flow leaving by one of its senders' NICs, as an injected fan-in names them
+        (`Arming._fan_in`): the receiver's leaf pauses those NICs on the lossless priority, every job on them."""
         placed = {j.job_id for j in self.jobs}
-        jobs: dict[str, None] = {}
-        for f, flow in enumerate(self.engine.flows):
-            lo, hi = self.windows.get(flow.job_id, (0.0, self.duration_s))
-            crosses = any(p.id == ev.port.id for p in self.engine.flow_path(f))
-            if flow.job_id in placed and lo < ev.end_s and hi > ev.start_s and crosses:
-                jobs[flow.job_id] = None
+
+        def during(job_id: str) -> bool:
+            lo, hi = self.windows.get(job_id, (0.0, self.duration_s))
+            return lo < ev.end_s and hi > ev.start_s
+
+        live = [
+            (flow, self.engine.flow_path(f))
+            for f, flow in enumerate(self.engine.flows)
+            if flow.job_id in placed and during(flow.job_id)
+        ]
+        through = [(flow, path) for flow, path in live if any(p.id == ev.port.id for p in path)]
+        jobs = dict.fromkeys(flow.job_id for flow, _ in through)
+        if ev.kind in ("incast", "microburst"):
+            senders = {path[0].id for _, path in through if path}
+            jobs |= dict.fromkeys(flow.job_id for flow, path in live if path and path[0].id in senders)
         return tuple(jobs)
 
     def incidents_arrow(self) -> pa.Table:

@@ -426,3 +426,22 @@ def test_bursts_between_an_incasts_saturated_seconds_are_its_edges_not_microburs
     assert ("incast", 0.0, False) in events and ("incast", 3.0, False) in events
     assert ("microburst", 2.0, True) in events  # between and beside the saturated seconds: the incast's edges
     assert ("microburst", 37.0, False) in events  # half a minute on, below saturation: microbursts
+
+
+def test_an_emergent_incast_names_the_jobs_on_its_senders_nics_as_an_injected_one_does() -> None:
+    """An injected fan-in's truth names the jobs leaving by its senders' NICs (the receiver's leaf pauses those NICs,
+    every job on them); an incast the traffic made by itself is named alike, not by the receiver's port alone (the
+    exam had scored the detectors' job attribution of emergent incasts against the port's jobs only: 0.03)."""
+    readers = {"name": "readers", "start": "1s", "end": "9s", "senders": ["gpu-006", "gpu-007"],
+               "receivers": ["gpu-005"], "placed": True}  # fmt: skip
+    # a second placed job on one of the senders, sending elsewhere (to a host of the other leaf)
+    writer = {"name": "writer", "start": "1s", "end": "9s", "senders": ["gpu-006"], "receivers": ["gpu-001"],
+              "placed": True}  # fmt: skip
+    world = ran(scenario([], duration="10s", jobs=[{**JOB, "hosts": 2}], traffic=[readers, writer]))
+    world.mark_emergent()
+    (incast,) = [t for t in world.emergent if t.kind == "incast" and not t.dont_care]
+    leaf_port = world.topology.attachment("gpu-005", 0)
+    assert incast.anchor[0] == f"{leaf_port.device}:{leaf_port.name}"
+    assert any(j.endswith("readers") for j in incast.job_ids)
+    assert any(j.endswith("writer") for j in incast.job_ids)  # its flow leaves by gpu-006's NIC, never the port
+    assert not any(j.endswith("llm") for j in incast.job_ids)  # on gpu-001/002: no flow by a sender's NIC
