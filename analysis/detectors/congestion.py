@@ -339,18 +339,22 @@ def _flows_to(
     return out
 
 
-def _connected_to(ctx: Context, receiver: tuple[str, str]) -> dict[tuple[str, str], int]:
-    """NICs with an RDMA connection (a QP, from `qp_owners`) to the receiver NIC's address, and how many QPs."""
+def _connected_to(ctx: Context, receiver: tuple[str, str]) -> tuple[dict[tuple[str, str], int], set[tuple[str, str]]]:
+    """NICs with an RDMA connection (a QP, from `qp_owners`) to the receiver NIC's address, and how many QPs; and
+    every NIC whose QPs are collected at all (empty where the receiver's address is not known)."""
     ep = ctx.frames.endpoints()
     mine = {ip for h, n, ip in ep.select("host", "netdev", "ip").iter_rows() if (h, n) == receiver and ip}
     qps = ctx.frames.qp_peers()
     if not mine or qps.is_empty():
-        return {}
+        return {}, set()
     out: dict[tuple[str, str], int] = {}
-    for host, rdma in qps.filter(pl.col("dest_ip").is_in(sorted(mine))).select("host", "rdma_dev").iter_rows():
+    watched: set[tuple[str, str]] = set()
+    for host, rdma, ip in qps.select("host", "rdma_dev", "dest_ip").iter_rows():
         nic = (host, ctx.fabric.iface(host, f"{rdma}/1"))
-        out[nic] = out.get(nic, 0) + 1
-    return out
+        watched.add(nic)
+        if ip in mine:
+            out[nic] = out.get(nic, 0) + 1
+    return out, watched
 
 
 def fan_in(
@@ -392,7 +396,7 @@ def fan_in(
     packets = _flows_to(ctx, receiver, start, end)
     if packets:
         sources.add("packets")
-    qps = _connected_to(ctx, receiver)
+    qps, watched = _connected_to(ctx, receiver)
     if qps:
         sources.add("qp_owners")
     host_jobs = fabric.jobs_on_nic(*receiver, start, end)
@@ -405,6 +409,8 @@ def fan_in(
         theirs = fabric.jobs_on_nic(host, netdev, start, end)
         if not seen and not qps.get(nic) and host_jobs and theirs and not host_jobs & theirs:
             continue  # in other jobs only, no flow or QP joins it to the receiver: congested for another reason
+        if not seen and not qps.get(nic) and nic in watched:
+            continue  # its QPs are collected and none reaches the receiver: it sends RoCE elsewhere
         rate, us, frames_per_s = found.get(nic, [0.0, 0.0, 0.0])
         leaf_port = fabric.peer(host, netdev)
         ref = f"{leaf_port[0]}:{leaf_port[1]}" if leaf_port else f"{host}:{netdev}"

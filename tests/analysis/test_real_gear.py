@@ -312,6 +312,34 @@ def test_senders_of_another_job_count_when_their_qps_reach_the_receiver(store: S
     assert "qp_owners" in incast.evidence["sender_sources"]
 
 
+def test_a_job_mate_whose_collected_qps_never_reach_the_receiver_is_no_sender(store: Store, now: dt.datetime) -> None:
+    """One busy job on every host, all of whose NICs handle CNPs (an all-to-all marks everywhere): where a NIC's queue
+    pairs are collected and none goes to the receiver's address, it sends its RoCE elsewhere and is no sender of this
+    incast, job-mate or not; a NIC whose QPs nobody collects stays a candidate (fan-in never from "the job's peers"
+    alone, issue 29.1)."""
+    t = Telemetry(now, 200)
+    for i, host in enumerate(HOSTS, start=1):
+        t.link(host, "eth0", "leaf1", PORTS[host])
+        t.endpoint("team-a/train", host, "eth0", "mlx5_0", f"10.0.0.{i}", i - 1)
+        t.counter("leaf1", "switch", PORTS[host], "rx_bytes", steps(base=0.2 * LINE), PORT_CLOCK)
+    receiver, on = "gpu-09", (50.0, 140.0)
+    for i, host in enumerate(HOSTS, start=1):
+        tx = steps((*on, 0.97 * LINE), base=0.2 * LINE) if host == receiver else steps(base=0.2 * LINE)
+        t.counter("leaf1", "switch", PORTS[host], "tx_bytes", tx, PORT_CLOCK)
+        if host != receiver:
+            t.counter(host, "nic", "mlx5_0/1", "cnp_handled", steps((*on, 300.0)), nic_clock(i))
+            if i <= 3:
+                t.qp(host, "mlx5_0", "10.0.0.9")
+            elif i <= 6:
+                t.qp(host, "mlx5_0", "10.0.0.1")  # collected: its pairs go to gpu-01, not to the receiver
+    t.counter(receiver, "nic", "mlx5_0/1", "cnp_sent", steps((*on, 2500.0)), nic_clock(9))
+    t.land(store)
+
+    (incast,) = found(store, t, "incast")
+    senders = {s["nic"] for s in incast.evidence["senders"]}
+    assert senders == {f"gpu-0{i}:eth0" for i in (1, 2, 3, 7, 8)}  # gpu-07, gpu-08: no QP collected, kept
+
+
 def test_receive_discards_are_a_pfc_misconfig_only_where_the_nic_behind_lost_roce_packets(
     store: Store, now: dt.datetime
 ) -> None:
