@@ -25,7 +25,8 @@ the last read):
   handlers count only while the receiver sends CNPs (a lossy fan-in sends none, and its CNP-handling
   neighbours are someone else's senders). A sender is kept unless it runs other jobs than the receiver's
   and no sampled flow or QP joins them (an RDMA connection joins two ranks of one job; storage and
-  checkpoint servers run no placed job).
+  checkpoint servers run no placed job), and unless its QPs are collected and none goes to the receiver's
+  address (a busy job's NICs all handle CNPs; a job-mate whose pairs all go elsewhere sends its RoCE there).
 """
 
 from __future__ import annotations
