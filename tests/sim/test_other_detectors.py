@@ -30,7 +30,7 @@ def test_another_trees_detectors_find_what_this_trees_do_on_the_same_run(tmp_pat
     """The same detectors, run in the other process from a tree of their own, make the same findings of the run
     as in this one: nothing is lost on the way back (kinds, places, times, severities, jobs). The evaluation scores
     both on the one simulation: theirs as the outcome, this tree's as its `own` (the guard's two columns)."""
-    theirs = evaluate_run("incast", 1, tmp_path / "store", 150.0, impact=False, detectors=_installed(tmp_path / "tree"))
+    theirs = evaluate_run("incast", 1, tmp_path / "store", 80.0, impact=False, detectors=_installed(tmp_path / "tree"))
     ours = theirs.own
     assert ours is not None and ours.own is None
 
