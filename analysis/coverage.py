@@ -156,16 +156,16 @@ class Coverage:
 
 def _inventory(frames: Frames) -> pl.DataFrame:
     """Per device, port and metric in the window: its role and the seconds between its reads (from the rollup:
-    a minute holds 60 / cadence reads of a series; its fullest minute, as the window's edges cut the others)."""
+    a minute holds 60 / cadence reads of a series; its fullest minute, as the window's edges cut the others).
+
+    `FINAL` sums a series' minute across the rollup's unmerged parts as a merge would, streaming in the table's
+    key order: a hash aggregation by series and minute (ten million groups for an hour of 128x8) took 4x as long."""
     sql = f"""
-SELECT device, role, port, metric, 60 / max(samples) AS every_s FROM (
-    SELECT toString(device) AS device, toString(role) AS role, toString(port) AS port, toString(metric) AS metric,
-        sum(samples) AS samples
-    FROM counters_1m
-    WHERE minute >= toStartOfMinute({{start:DateTime64(9, 'UTC')}}) AND minute < {{end:DateTime64(9, 'UTC')}}
-        {SWITCH_PORTS}
-    GROUP BY device, role, port, metric, priority, minute
-)
+SELECT toString(device) AS device, toString(role) AS role, toString(port) AS port, toString(metric) AS metric,
+    60 / max(samples) AS every_s
+FROM counters_1m FINAL
+WHERE minute >= toStartOfMinute({{start:DateTime64(9, 'UTC')}}) AND minute < {{end:DateTime64(9, 'UTC')}}
+    {SWITCH_PORTS}
 GROUP BY device, role, port, metric"""  # noqa: S608 - a constant and placeholders only
     return query_polars(frames.store, sql, {"start": frames.window.start, "end": frames.window.end})
 

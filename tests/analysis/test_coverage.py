@@ -309,3 +309,29 @@ def test_a_device_that_reported_before_the_window_and_fell_silent_is_named(store
     heard = dt.datetime.strptime(said.rsplit("of ", 1)[1], "%Y-%m-%d %H:%M UTC").replace(tzinfo=dt.UTC)
     assert now - dt.timedelta(minutes=7) <= heard <= now - dt.timedelta(minutes=6)  # its last read, 6 minutes before
     assert "leaf1" not in silent
+
+
+def test_a_cadence_counts_a_minute_the_rollup_holds_in_several_unmerged_parts_once(
+    store: Store, now: dt.datetime
+) -> None:
+    """Each insert adds its own rows to the per-minute rollup; until they merge, one minute of a series is several
+    rows. Watermarks read every 10 s and landed in two batches must still read as every 10 s, not every 20 s (too
+    coarse for bursts under a second)."""
+    store.command("SYSTEM STOP MERGES counters_1m")  # the parts stay apart, as between a deployment's merges
+    t = Telemetry(now, 180)
+    _gear(t)
+    b = PORTS["gpu-02"]
+    every_other = {id(r) for r in [r for r in t.counters if r[3] == b and r[5] == "queue_watermark_bytes"][1::2]}
+    later = Telemetry(now, 180, counters=[r for r in t.counters if id(r) in every_other])
+    t.counters = [r for r in t.counters if id(r) not in every_other]
+    t.land(store)
+    later.land(store)
+    rows = store.query_arrow(
+        "SELECT max(n) AS most FROM (SELECT count() AS n FROM counters_1m WHERE metric = 'queue_watermark_bytes' "
+        "AND port = {port:String} GROUP BY minute)",
+        {"port": b},
+    )
+    assert rows.column("most")[0].as_py() >= 2  # the minute is in two rows indeed
+    cov = coverage_at(store, t.window.start, t.window.end)
+    bursts = next(it for it in cov.items if (it.kind, it.where) == ("microburst", f"leaf1:{b}"))
+    assert bursts.judged, bursts.reason
