@@ -160,22 +160,23 @@ def imbalanced_buckets(ctx: Context, p: EcmpImbalanceParams) -> pl.DataFrame:
     if groups.is_empty():
         return pl.DataFrame()
     devices = sorted(set(groups["device"].to_list()))
-    tx = ctx.frames.rates(["tx_bytes"], roles=["switch"], devices=devices)
+    # per bucket in SQL: the 90th percentile of each member's sample rates over its speed is its samples' utilization
+    tx = ctx.frames.totals(["tx_bytes"], p.bucket_s, roles=["switch"], devices=devices, rate_quantile=0.9)
     tx = with_ifaces(tx, ctx.fabric).drop("port").rename({"iface": "port"}).join(groups, on=["device", "port"])
     if tx.is_empty():
         return pl.DataFrame()
     speeds = ctx.speeds.frame(devices).select("device", "port", "speed_Bps", "speed_source")
     ms = max(1, round(p.bucket_s * 1000))
-    tx = tx.join(speeds, on=["device", "port"], how="left").with_columns(
-        (pl.col("ts").dt.epoch("ms") // ms * ms).cast(pl.Datetime("ms", "UTC")).cast(tx.schema["ts"]).alias("bucket"),
-        (pl.col("rate") / pl.col("speed_Bps")).alias("sample_util"),
-    )
-    members = tx.group_by("device", "group", "n", "port", "bucket").agg(
-        pl.col("delta").sum().alias("bytes"),
-        pl.col("dt_s").sum().alias("seconds"),
-        pl.col("sample_util").quantile(0.9, "linear").alias("p90"),
-        pl.col("speed_Bps").first(),
-        pl.col("speed_source").first(),
+    members = (
+        tx.join(speeds, on=["device", "port"], how="left")
+        .group_by("device", "group", "n", "port", "bucket")
+        .agg(
+            pl.col("delta").sum().alias("bytes"),
+            pl.col("seconds").sum().alias("seconds"),
+            (pl.col("rate_quantile") / pl.col("speed_Bps")).max().alias("p90"),
+            pl.col("speed_Bps").first(),
+            pl.col("speed_source").first(),
+        )
     )
     per_group = ["device", "group", "bucket"]
     members = members.with_columns(
