@@ -175,9 +175,13 @@ class Ledger:
                         "saturated in its busy phases with its queue up, while its siblings had room"
                     )
                     out.append(Event("ecmp_imbalance", member, float(starts[lo]), float(ends[hi]), False, what))
-                if not incidents:
+                # the rest of the run, around its incidents too: a member hovering at 90% for minutes is an incident
+                # where three buckets held it and near the edge where one dipped (a finding there is not wrong)
+                after = [k - 1] + [hi for _, hi in incidents]
+                edges = [(a + 1, b - 1) for a, b in zip(after, [lo for lo, _ in incidents] + [j + 1], strict=True)]
+                for lo, hi in (e for e in edges if e[0] <= e[1]):
                     what = f"{member.device}:{member.name} ran hot while its group had room, near the definition's edge"
-                    out.append(Event("ecmp_imbalance", member, float(starts[k]), float(ends[j]), True, what))
+                    out.append(Event("ecmp_imbalance", member, float(starts[lo]), float(ends[hi]), True, what))
         return out
 
     def congestion(self) -> list[Event]:

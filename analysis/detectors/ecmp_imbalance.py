@@ -22,10 +22,12 @@ says little, its busy phases say what the hashing did):
   flow at line rate), while the median sibling's 90th percentile is `sibling_p90` or less (they had room for what
   the hash did not give them). A spine group a polarization finding already covers is left to it;
 * imbalanced buckets of one (device, member) closer than 1.5 buckets form an episode, a finding when it lasts
-  `min_seconds`: the hot member and the port facing it, the share of every member, the jobs whose traffic may
-  cross the leaf's uplinks (NICs under it and under another leaf), and, when sampled packets are stored, the
-  flows behind it (distinct flows and the entropy of their shares: few flows, low entropy, is why hashing could
-  not spread them).
+  `min_seconds`; once found, it lasts while the member's 90th percentile stays at `hold_p90` or more with the rest
+  of the definition held (hysteresis: a member hovering at 90% dips below it in one bucket or another, and a finding
+  that ends and starts again at each dip is noise): the hot member and the port facing it, the share of every
+  member, the jobs whose traffic may cross the leaf's uplinks (NICs under it and under another leaf), and, when
+  sampled packets are stored, the flows behind it (distinct flows and the entropy of their shares: few flows, low
+  entropy, is why hashing could not spread them).
 
 The thresholds are the exam's definition (`rocescope.sim.truth.IMBALANCE`, M/D/1 queueing: a standing backlog
 from 90% of line rate, under one packet at 60%), not fitted to any run.
@@ -72,6 +74,16 @@ class EcmpImbalanceParams(Params):
         "90th percentile of the hot member's utilization (M/D/1: a standing queue).",
         "derivation: M/D/1 queueing: the mean queue rho^2/2(1-rho) is about 4 packets at 0.9 of line rate, a standing "
         "backlog, so in its busy phases the member is the bottleneck of its flows.",
+        gt=0,
+        le=1,
+    )
+    hold_p90: float = threshold(
+        0.75,
+        "An imbalance found lasts while its hot member's 90th percentile stays at least this (with the rest held).",
+        "derivation: hysteresis, as an alarm on a noisy measure needs: a member hovering at 90% of line rate dips "
+        "below it in one bucket or another (its samples' 90th percentile moves a few percent from bucket to bucket), "
+        "and at 0.75 M/D/1 still queues about one packet (rho^2/2(1-rho) = 1.1): the member is still its group's "
+        "bottleneck. It only extends an imbalance that met hot_p90 for min_seconds, never starts one.",
         gt=0,
         le=1,
     )
@@ -201,9 +213,9 @@ def imbalanced_buckets(ctx: Context, p: EcmpImbalanceParams) -> pl.DataFrame:
         pl.col("members_seen") == pl.col("n"),
         pl.col("group_Bps") * 8 >= p.min_gbps * 1e9,
         pl.col("share") >= need,
-        pl.col("p90") >= p.hot_p90,
+        pl.col("p90") >= min(p.hold_p90, p.hot_p90),
         pl.col("sibling_p90") <= p.sibling_p90,
-    )
+    ).with_columns((pl.col("p90") >= p.hot_p90).alias("hot"))
     hot = _held_back(ctx, p, hot, devices)
     for device, start, end in _polarized(ctx):
         hot = hot.filter(~((pl.col("device") == device) & (pl.col("bucket") < end) & (pl.col("bucket") >= start)))
@@ -254,8 +266,26 @@ def _member_shares(
     return {f"{device}:{m}": float(got.get(m, 0.0)) / total for m in members}
 
 
+def _entered(buckets: pl.DataFrame, p: EcmpImbalanceParams) -> pl.DataFrame:
+    """The imbalanced buckets from the first run of `hot` ones lasting `min_seconds` on, in each stretch of consecutive
+    buckets (hysteresis: once found, an imbalance lasts while its member stays above `hold_p90`)."""
+    keys = ["device", "port"]
+    apart = pl.col("ts").diff().over(keys) > pl.duration(milliseconds=round(1.5 * p.bucket_s * 1000))
+    runs = buckets.sort([*keys, "ts"]).with_columns(
+        apart.fill_null(True).cast(pl.UInt32).cum_sum().over(keys).alias("_stretch"),
+        (apart.fill_null(True) | (pl.col("hot") != pl.col("hot").shift(1).over(keys))).cast(pl.UInt32).alias("_new"),
+    )
+    runs = runs.with_columns(pl.col("_new").cum_sum().over(keys).alias("_run"))
+    lasting = pl.col("hot") & (pl.len().over([*keys, "_run"]) * p.bucket_s >= p.min_seconds - 1e-6)
+    entry = pl.when(lasting).then(pl.col("ts").min().over([*keys, "_run"])).min().over([*keys, "_stretch"])
+    return runs.filter(pl.col("ts") >= entry).drop("_stretch", "_new", "_run")
+
+
 def detect(ctx: Context, p: EcmpImbalanceParams) -> list[Finding]:
     hot = imbalanced_buckets(ctx, p)
+    if hot.is_empty():
+        return []
+    hot = _entered(hot, p)
     if hot.is_empty():
         return []
     eps = episodes(

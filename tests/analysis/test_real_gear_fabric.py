@@ -49,6 +49,25 @@ def test_ecmp_imbalance_on_a_single_link_fabric(store: Store, now: dt.datetime) 
     assert imb.job_ids == ("team-a/train",)
 
 
+def test_an_imbalance_that_dips_below_its_bar_for_a_while_is_one_finding(store: Store, now: dt.datetime) -> None:
+    """Elephants collide on the first uplink at 97% of line rate, ease to 85% for 40 s (still four packets of queue
+    short of nothing: M/D/1 queues one at 75%) and come back: one imbalance, not two (hysteresis)."""
+    t = Telemetry(now, 240)
+    two_leaves(t)
+    for k, port in enumerate(UPLINKS, start=1):
+        t.link("leaf1", port, f"spine{k}", "Ethernet1/1")
+        t.link("leaf2", port, f"spine{k}", "Ethernet1/2")
+        hot = [(30.0, 90.0, 0.97 * LINE), (90.0, 130.0, 0.85 * LINE), (130.0, 190.0, 0.97 * LINE)]
+        shape = steps(*hot, base=0.45 * LINE) if k == 1 else steps((30.0, 190.0, 0.04 * LINE), base=0.45 * LINE)
+        t.counter("leaf1", "switch", port, "tx_bytes", shape, Clock(1.0, 0.2 + 0.3 * k))
+    t.land(store)
+
+    (imb,) = found(store, t, "ecmp_imbalance")
+    assert imb.ports[0] == "leaf1:Ethernet2/1"
+    assert abs((imb.start - t.window.start).total_seconds() - 30) <= 10
+    assert abs((imb.end - t.window.start).total_seconds() - 190) <= 10
+
+
 @pytest.mark.parametrize("hashing", ["colliding", "even"])
 def test_an_uplink_saturated_in_every_communication_phase_is_an_imbalance_whatever_its_mean(
     store: Store, now: dt.datetime, hashing: str
